@@ -1,0 +1,56 @@
+"""Exceptions raised by langchain-adaptive-rag.
+
+Every error says what was received, what was expected and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdaptiveRAGError",
+    "AttentionUnavailableError",
+    "HiddenLayerError",
+    "PromptTooLongError",
+]
+
+
+class AdaptiveRAGError(ValueError):
+    """Base class for the package's input and configuration errors."""
+
+
+class AttentionUnavailableError(AdaptiveRAGError):
+    """Attention weights were requested from a model that does not return them."""
+
+    def __init__(self, attn_implementation: str | None) -> None:
+        msg = (
+            "Attention weights were requested, but the model uses "
+            f"attn_implementation={attn_implementation!r}, which returns none. "
+            'Expected attn_implementation="eager". Fix: load the model with '
+            'ChatTransformers(model=..., attn_implementation="eager"), or call '
+            'model.set_attn_implementation("eager") on a loaded model.'
+        )
+        super().__init__(msg)
+
+
+class HiddenLayerError(AdaptiveRAGError):
+    """A layer index outside the model's decoder layers was requested."""
+
+    def __init__(self, what: str, layer: int, num_layers: int) -> None:
+        msg = (
+            f"{what} layer {layer} does not exist: the model has {num_layers} decoder "
+            f"layers. Expected an index in [{-num_layers}, {num_layers - 1}] "
+            "(negative indexes count from the last layer)."
+        )
+        super().__init__(msg)
+
+
+class PromptTooLongError(AdaptiveRAGError):
+    """A prompt does not fit in the model's context window."""
+
+    def __init__(self, prompt_tokens: int, max_new_tokens: int, context_length: int) -> None:
+        msg = (
+            f"The prompt has {prompt_tokens} tokens and up to {max_new_tokens} new tokens "
+            f"were requested, but the model's context holds {context_length} positions. "
+            "Fix: shorten the prompt (fewer or shorter documents, fewer exemplars) or "
+            "lower max_new_tokens."
+        )
+        super().__init__(msg)

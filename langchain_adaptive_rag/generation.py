@@ -1,0 +1,741 @@
+"""Token-by-token decoding that records what the adaptive methods need.
+
+The decoder runs its own KV-cache loop over a HuggingFace causal LM: one prefill, then
+one forward step per token. Forward hooks on a single decoder layer read the attention
+row of each fed position and the hidden state at the final position, so no other layer's
+attentions are ever materialised. Each sample of a batch has its own seeded generator,
+so sample ``i`` of an ``n``-sample call with seed ``s`` draws the same tokens as a
+single-sample call with seed ``s + i``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from langchain_adaptive_rag.errors import (
+    AdaptiveRAGError,
+    AttentionUnavailableError,
+    HiddenLayerError,
+    PromptTooLongError,
+)
+
+__all__ = [
+    "CaptureOptions",
+    "DecodingOptions",
+    "FinishReason",
+    "GenerationTrace",
+    "HiddenPosition",
+    "HiddenSite",
+    "SignalDistribution",
+    "TokenEvent",
+    "TraceDecoder",
+    "attention_module",
+    "context_length",
+    "decoder_layers",
+    "hidden_module",
+    "next_piece",
+    "token_pieces",
+]
+
+HiddenSite = Literal["residual", "mlp"]
+"""Where a hidden state is read: the decoder layer's output (``residual`` stream) or
+the output of its MLP sub-block (``mlp``, the site SeaKR's vLLM patch reads)."""
+HiddenPosition = Literal["last", "eos"]
+"""``last``: the final generated token's position. ``eos``: an end-of-sequence token
+fed at the end (SeaKR): it replaces the final token when generation stopped on EOS or a
+stop string, and is appended after it when the token budget ran out."""
+SignalDistribution = Literal["raw", "processed"]
+"""``raw``: softmax of the model's logits. ``processed``: the distribution actually
+sampled from, after the EOS mask of ``min_new_tokens``, temperature, top-k and top-p."""
+FinishReason = Literal["stop", "length"]
+"""``stop``: an end-of-sequence token or a stop string; ``length``: the token budget."""
+
+_ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention")
+_MLP_NAMES = ("mlp", "feed_forward", "ffn")
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    """How tokens are chosen and when decoding stops.
+
+    Decoding is greedy unless ``do_sample`` is true and ``temperature`` is above zero.
+    """
+
+    max_new_tokens: int = 256
+    """Upper bound on generated tokens."""
+    min_new_tokens: int = 0
+    """End-of-sequence tokens are masked until this many tokens exist."""
+    do_sample: bool = False
+    """Sample from the processed distribution instead of taking its argmax."""
+    temperature: float = 1.0
+    """Softmax temperature for sampling (0 means greedy)."""
+    top_k: int | None = None
+    """Keep only the ``top_k`` most likely tokens when sampling."""
+    top_p: float | None = None
+    """Keep the smallest set of tokens whose probability reaches ``top_p`` when sampling."""
+    seed: int | None = None
+    """Seed of sample 0; sample ``i`` uses ``seed + i``. ``None`` draws fresh seeds."""
+    stop: tuple[str, ...] = ()
+    """Stop strings; they may span several tokens and are cut from the text."""
+    signal_distribution: SignalDistribution = "raw"
+    """Distribution that logprobs and entropies are computed from."""
+    top_logprobs: int = 0
+    """How many alternatives (token, logprob) to record per position."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            msg = f"max_new_tokens must be >= 1, got {self.max_new_tokens}."
+            raise AdaptiveRAGError(msg)
+        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            msg = (
+                f"min_new_tokens must be in [0, max_new_tokens={self.max_new_tokens}], "
+                f"got {self.min_new_tokens}."
+            )
+            raise AdaptiveRAGError(msg)
+        if self.temperature < 0:
+            msg = f"temperature must be >= 0, got {self.temperature}."
+            raise AdaptiveRAGError(msg)
+        if self.top_k is not None and self.top_k < 1:
+            msg = f"top_k must be >= 1 or None, got {self.top_k}."
+            raise AdaptiveRAGError(msg)
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            msg = f"top_p must be in (0, 1] or None, got {self.top_p}."
+            raise AdaptiveRAGError(msg)
+        if any(not s for s in self.stop):
+            msg = f"stop strings must be non-empty, got {list(self.stop)!r}."
+            raise AdaptiveRAGError(msg)
+        if not 0 <= self.top_logprobs <= 20:
+            msg = f"top_logprobs must be in [0, 20], got {self.top_logprobs}."
+            raise AdaptiveRAGError(msg)
+
+    @property
+    def sampling(self) -> bool:
+        """Whether tokens are sampled (``do_sample`` and a positive temperature)."""
+        return self.do_sample and self.temperature > 0
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """Which internal signals to read while decoding, beyond logprobs and entropies."""
+
+    attention: bool = False
+    """Record each generated token's head-averaged attention row (needs eager attention)."""
+    attention_layer: int = -1
+    """Decoder layer whose attention is read (negative counts from the last)."""
+    attention_head_max: bool = False
+    """Also record the per-position maximum over heads."""
+    hidden: bool = False
+    """Record one hidden state at the end of each sample."""
+    hidden_layer: int = -1
+    """Decoder layer whose hidden state is read (negative counts from the last)."""
+    hidden_site: HiddenSite = "residual"
+    """Read the layer's output or its MLP sub-block's output."""
+    hidden_at: HiddenPosition = "last"
+    """Read at the final generated token or at an end-of-sequence token."""
+
+
+@dataclass
+class GenerationTrace:
+    """One generated sample and its per-token signals (numpy only, no tensors).
+
+    ``T`` is the number of generated tokens (end-of-sequence excluded) and ``P`` the
+    number of prompt tokens.
+    """
+
+    prompt_ids: np.ndarray
+    """Prompt token ids, shape ``(P,)``."""
+    token_ids: np.ndarray
+    """Generated token ids, shape ``(T,)``; tokens of a stop string are kept."""
+    tokens: list[str]
+    """Text piece of each token; ``"".join(tokens) == text`` (stop strings cut)."""
+    text: str
+    """The generated text, without a stop string or special tokens."""
+    logprobs: np.ndarray
+    """Log-probability of each chosen token, shape ``(T,)``."""
+    entropies: np.ndarray
+    """Entropy (nats) of each next-token distribution, shape ``(T,)``."""
+    finish_reason: FinishReason
+    """Why decoding stopped."""
+    stop_string: str | None = None
+    """The stop string that ended decoding, if any."""
+    seed: int | None = None
+    """Seed this sample was drawn with (``None`` for greedy samples)."""
+    attention: np.ndarray | None = None
+    """Shape ``(T, P + T)``: row ``t`` is the head-averaged attention of the position of
+    token ``t`` over positions ``0 .. P + t`` (zeros after)."""
+    attention_head_max: np.ndarray | None = None
+    """Like ``attention`` with the maximum over heads instead of the mean."""
+    hidden: np.ndarray | None = None
+    """Hidden state at the requested layer, site and position, shape ``(d,)``."""
+    top_token_ids: np.ndarray | None = None
+    """Most likely token ids at each position, shape ``(T, top_logprobs)``."""
+    top_logprobs: np.ndarray | None = None
+    """Their log-probabilities, shape ``(T, top_logprobs)``."""
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        """``P``, the prompt length in tokens."""
+        return int(self.prompt_ids.shape[0])
+
+    @property
+    def num_tokens(self) -> int:
+        """``T``, the number of generated tokens."""
+        return int(self.token_ids.shape[0])
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """A generated token released by the decoder (after stop-string hold-back)."""
+
+    sample: int
+    index: int
+    token_id: int
+    piece: str
+    logprob: float
+    entropy: float
+    top_token_ids: tuple[int, ...] = ()
+    top_logprobs: tuple[float, ...] = ()
+
+
+@dataclass
+class _Sample:
+    """Mutable per-sample decoding state."""
+
+    greedy: bool
+    seed: int | None
+    generator: torch.Generator | None
+    ids: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
+    top_ids: list[tuple[int, ...]] = field(default_factory=list)
+    top_lps: list[tuple[float, ...]] = field(default_factory=list)
+    text: str = ""
+    released: int = 0
+    finish_reason: FinishReason | None = None
+    stop_string: str | None = None
+    tail: list[int] = field(default_factory=list)
+    done: bool = False
+    rows: list[np.ndarray] = field(default_factory=list)
+    head_max_rows: list[np.ndarray] = field(default_factory=list)
+    hidden: np.ndarray | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.finish_reason is None
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """Return the model's stack of decoder layers.
+
+    Args:
+        model: A HuggingFace causal LM.
+
+    Returns:
+        The ``nn.ModuleList`` whose length is the config's number of hidden layers.
+
+    Raises:
+        AdaptiveRAGError: If no such list exists.
+    """
+    config = model.config.get_text_config()
+    num_layers = int(config.num_hidden_layers)
+    for _, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
+            return module
+    msg = (
+        f"Could not find the {num_layers} decoder layers of {type(model).__name__}. "
+        "Expected a causal LM whose layers form one nn.ModuleList (Llama, Qwen2, GPT-2, "
+        "Mistral, ...)."
+    )
+    raise AdaptiveRAGError(msg)
+
+
+def _child(layer: nn.Module, names: Sequence[str], what: str) -> nn.Module:
+    for name in names:
+        child = getattr(layer, name, None)
+        if isinstance(child, nn.Module):
+            return child
+    msg = f"Decoder layer {type(layer).__name__} has no {what} sub-module (looked for {names})."
+    raise AdaptiveRAGError(msg)
+
+
+def _layer_index(layer: int, num_layers: int, what: str) -> int:
+    if not -num_layers <= layer < num_layers:
+        raise HiddenLayerError(what, layer, num_layers)
+    return layer % num_layers
+
+
+def context_length(model: nn.Module) -> int | None:
+    """Return the model's maximum number of positions, if its config states one."""
+    config = model.config.get_text_config()
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def attention_module(model: nn.Module, layer: int) -> nn.Module:
+    """The attention sub-module of one decoder layer, checked to return weights.
+
+    Args:
+        model: A HuggingFace causal LM.
+        layer: Decoder layer index (negative counts from the last).
+
+    Returns:
+        The module whose forward output is ``(attn_output, attn_weights)``.
+
+    Raises:
+        AttentionUnavailableError: If the model does not use eager attention.
+        HiddenLayerError: If the layer does not exist.
+    """
+    implementation = getattr(model.config, "_attn_implementation", None)
+    if implementation != "eager":
+        raise AttentionUnavailableError(implementation)
+    layers = decoder_layers(model)
+    index = _layer_index(layer, len(layers), "Attention")
+    return _child(layers[index], _ATTENTION_NAMES, "attention")
+
+
+def hidden_module(model: nn.Module, layer: int, site: HiddenSite) -> nn.Module:
+    """The module whose output is the hidden state at ``layer`` and ``site``.
+
+    Args:
+        model: A HuggingFace causal LM.
+        layer: Decoder layer index (negative counts from the last).
+        site: ``residual`` (the layer's output) or ``mlp`` (its MLP's output).
+
+    Returns:
+        The module to hook.
+
+    Raises:
+        HiddenLayerError: If the layer does not exist.
+    """
+    layers = decoder_layers(model)
+    chosen = layers[_layer_index(layer, len(layers), "Hidden-state")]
+    return chosen if site == "residual" else _child(chosen, _MLP_NAMES, "MLP")
+
+
+class _Hooks:
+    """Forward hooks on one layer that keep the latest attention rows and hidden state."""
+
+    def __init__(self, model: nn.Module, capture: CaptureOptions) -> None:
+        self.capture = capture
+        self.rows: np.ndarray | None = None
+        self.head_max: np.ndarray | None = None
+        self.hidden: np.ndarray | None = None
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        if capture.attention:
+            module = attention_module(model, capture.attention_layer)
+            self._handles.append(module.register_forward_hook(self._on_attention))
+        if capture.hidden:
+            module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
+            self._handles.append(module.register_forward_hook(self._on_hidden))
+
+    def _on_attention(self, module: nn.Module, args: object, output: object) -> None:
+        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+        if weights is None:
+            config = getattr(module, "config", None)
+            raise AttentionUnavailableError(getattr(config, "_attn_implementation", None))
+        last = weights[:, :, -1, :].float()  # (batch, heads, kv): the newest query row
+        self.rows = last.mean(dim=1).cpu().numpy()
+        if self.capture.attention_head_max:
+            self.head_max = last.amax(dim=1).cpu().numpy()
+
+    def _on_hidden(self, module: nn.Module, args: object, output: object) -> None:
+        states = output[0] if isinstance(output, tuple) else output
+        if not isinstance(states, torch.Tensor):
+            msg = f"Expected a tensor from {type(module).__name__}, got {type(states).__name__}."
+            raise AdaptiveRAGError(msg)
+        self.hidden = states[:, -1, :].float().cpu().numpy()
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+
+def _longest_stop_prefix(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of a stop string."""
+    best = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), best, -1):
+            if text.endswith(stop[:size]):
+                best = size
+                break
+    return best
+
+
+def _clip_pieces(pieces: list[str], length: int) -> list[str]:
+    """Cut ``pieces`` so that their concatenation has ``length`` characters."""
+    clipped: list[str] = []
+    used = 0
+    for piece in pieces:
+        keep = max(0, min(len(piece), length - used))
+        clipped.append(piece[:keep])
+        used += keep
+    return clipped
+
+
+class TraceDecoder:
+    """Decode ``n`` samples of one prompt and record their signals.
+
+    Iterating yields a :class:`TokenEvent` per generated token, in order per sample;
+    a token is released once no stop string can still start in its text. After the
+    iteration, :attr:`traces` holds one :class:`GenerationTrace` per sample.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: object,
+        prompt_ids: Sequence[int],
+        *,
+        n: int = 1,
+        include_greedy: bool = False,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
+    ) -> None:
+        """Validate the request; nothing runs until iteration.
+
+        Args:
+            model: A HuggingFace causal LM.
+            tokenizer: Its tokenizer (used to decode pieces and find EOS).
+            prompt_ids: The prompt's token ids, shape ``(P,)``.
+            n: Number of samples, decoded together in one batch.
+            include_greedy: Prepend one greedy sample to the ``n`` samples.
+            decoding: Decoding options.
+            capture: Attention and hidden-state capture options.
+        """
+        if n < 1:
+            msg = f"n must be >= 1, got {n}."
+            raise AdaptiveRAGError(msg)
+        if len(prompt_ids) == 0:
+            msg = "The prompt is empty (0 tokens). Expected at least one token of text."
+            raise AdaptiveRAGError(msg)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.prompt_ids = list(prompt_ids)
+        self.decoding = decoding or DecodingOptions()
+        self.capture = capture or CaptureOptions()
+        limit = context_length(model)
+        needed = len(self.prompt_ids) + self.decoding.max_new_tokens + 1
+        if limit is not None and needed > limit:
+            raise PromptTooLongError(len(self.prompt_ids), self.decoding.max_new_tokens, limit)
+        self.eos_ids = _eos_ids(model, tokenizer)
+        self.pad_id = self.eos_ids[0] if self.eos_ids else 0
+        self.samples = self._make_samples(n, include_greedy)
+        self.traces: list[GenerationTrace] = []
+
+    def _make_samples(self, n: int, include_greedy: bool) -> list[_Sample]:
+        device = self.model.device
+        samples: list[_Sample] = []
+        if include_greedy:
+            samples.append(_Sample(greedy=True, seed=None, generator=None))
+        base = self.decoding.seed
+        if self.decoding.sampling and base is None:
+            base = int(torch.randint(0, 2**31 - 1, (1,)).item())
+        for i in range(n):
+            if not self.decoding.sampling:
+                samples.append(_Sample(greedy=True, seed=None, generator=None))
+                continue
+            assert base is not None
+            generator = torch.Generator(device=device)
+            generator.manual_seed(base + i)
+            samples.append(_Sample(greedy=False, seed=base + i, generator=generator))
+        return samples
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        hooks = _Hooks(self.model, self.capture)
+        try:
+            with torch.inference_mode():
+                yield from self._loop(hooks)
+        finally:
+            hooks.remove()
+        self.traces = [self._trace(sample) for sample in self.samples]
+
+    def run(self) -> list[GenerationTrace]:
+        """Decode to the end and return the traces."""
+        for _ in self:
+            pass
+        return self.traces
+
+    def _loop(self, hooks: _Hooks) -> Iterator[TokenEvent]:
+        device = self.model.device
+        batch = len(self.samples)
+        prompt = torch.tensor([self.prompt_ids], dtype=torch.long, device=device)
+        out = self.model(input_ids=prompt, use_cache=True, logits_to_keep=1)  # prefill
+        cache = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+        if batch > 1:
+            cache.batch_repeat_interleave(batch)  # one prefill serves every sample
+            logits = logits.expand(batch, -1)
+        self._store_hidden(hooks, range(batch))
+        position = len(self.prompt_ids) - 1
+        while True:
+            yield from self._choose_tokens(logits)  # pick, score and stop-check each sample
+            feed = self._next_inputs()  # the token each sample feeds back (pad when done)
+            if feed is None:
+                return
+            inputs = torch.tensor(feed, dtype=torch.long, device=device).unsqueeze(1)
+            out = self.model(input_ids=inputs, past_key_values=cache, use_cache=True)
+            logits = out.logits[:, -1, :].float()
+            position += 1
+            self._store_captures(hooks, position)  # rows and hidden of the fed positions
+
+    def _choose_tokens(self, logits: torch.Tensor) -> Iterator[TokenEvent]:
+        options = self.decoding
+        raw = torch.log_softmax(logits, dim=-1)
+        processed_logits = logits
+        if options.min_new_tokens and self.eos_ids:
+            processed_logits = processed_logits.clone()
+            for b, sample in enumerate(self.samples):
+                if len(sample.ids) < options.min_new_tokens:
+                    processed_logits[b, self.eos_ids] = -math.inf
+        sampled_logits = _warp(processed_logits, options) if options.sampling else processed_logits
+        signal_logp = raw
+        if options.signal_distribution == "processed":
+            chosen = sampled_logits if options.sampling else processed_logits
+            signal_logp = torch.log_softmax(chosen, dim=-1)
+        probs = torch.softmax(sampled_logits, dim=-1)
+        entropy = _entropy(signal_logp)
+        for b, sample in enumerate(self.samples):
+            if not sample.active:
+                continue
+            if sample.greedy:
+                token = int(torch.argmax(processed_logits[b]).item())
+            else:
+                drawn = torch.multinomial(probs[b], 1, generator=sample.generator)
+                token = int(drawn.item())
+            if token in self.eos_ids:
+                sample.finish_reason = "stop"
+                self._set_tail(sample, ended_on_eos=True)
+                yield from self._release(b, sample, final=True)
+                continue
+            self._append(sample, token, signal_logp[b], float(entropy[b].item()))
+            yield from self._release(b, sample, final=not sample.active)
+
+    def _append(
+        self, sample: _Sample, token: int, logp: torch.Tensor, entropy: float
+    ) -> None:
+        options = self.decoding
+        sample.ids.append(token)
+        sample.logprobs.append(float(logp[token].item()))
+        sample.entropies.append(entropy)
+        if options.top_logprobs:
+            values, indices = torch.topk(logp, options.top_logprobs)
+            sample.top_ids.append(tuple(int(i) for i in indices.tolist()))
+            sample.top_lps.append(tuple(float(v) for v in values.tolist()))
+        piece = next_piece(self.tokenizer, sample.ids, sample.text)
+        sample.pieces.append(piece)
+        sample.text += piece
+        for stop in options.stop:
+            start = sample.text.find(stop, max(0, len(sample.text) - len(piece) - len(stop)))
+            if start >= 0:
+                sample.text = sample.text[:start]
+                sample.pieces = _clip_pieces(sample.pieces, start)
+                sample.finish_reason = "stop"
+                sample.stop_string = stop
+                self._set_tail(sample, ended_on_eos=False)
+                return
+        if len(sample.ids) >= options.max_new_tokens:
+            sample.finish_reason = "length"
+            self._set_tail(sample, ended_on_eos=False)
+
+    def _set_tail(self, sample: _Sample, *, ended_on_eos: bool) -> None:
+        """Queue the tokens still to feed so every requested signal can be read."""
+        capture = self.capture
+        eos = self.eos_ids[0] if self.eos_ids else None
+        wants_eos = capture.hidden and capture.hidden_at == "eos" and eos is not None
+        if ended_on_eos:
+            sample.tail = [eos] if wants_eos and eos is not None else []
+        elif wants_eos and eos is not None:
+            # SeaKR: a stop-string ending is replaced by EOS; a length ending gets one appended.
+            stopped = sample.stop_string is not None
+            sample.tail = [eos] if stopped else [sample.ids[-1], eos]
+        elif capture.attention or capture.hidden:
+            sample.tail = [sample.ids[-1]]
+        else:
+            sample.tail = []
+
+    def _release(self, b: int, sample: _Sample, *, final: bool) -> Iterator[TokenEvent]:
+        if final:
+            limit = len(sample.pieces)
+        else:
+            safe = len(sample.text) - _longest_stop_prefix(sample.text, self.decoding.stop)
+            limit, used = sample.released, sum(len(p) for p in sample.pieces[: sample.released])
+            while limit < len(sample.pieces) and used + len(sample.pieces[limit]) <= safe:
+                used += len(sample.pieces[limit])
+                limit += 1
+        for index in range(sample.released, limit):
+            yield TokenEvent(
+                sample=b,
+                index=index,
+                token_id=sample.ids[index],
+                piece=sample.pieces[index],
+                logprob=sample.logprobs[index],
+                entropy=sample.entropies[index],
+                top_token_ids=sample.top_ids[index] if sample.top_ids else (),
+                top_logprobs=sample.top_lps[index] if sample.top_lps else (),
+            )
+        sample.released = limit
+
+    def _next_inputs(self) -> list[int] | None:
+        feed: list[int] = []
+        for sample in self.samples:
+            if sample.active:
+                feed.append(sample.ids[-1])
+            elif sample.tail:
+                feed.append(sample.tail.pop(0))
+            else:
+                sample.done = True
+                feed.append(self.pad_id)
+        if all(sample.done for sample in self.samples):
+            return None
+        return feed
+
+    def _store_hidden(self, hooks: _Hooks, indexes: Sequence[int]) -> None:
+        if hooks.hidden is None:
+            return
+        for b in indexes:
+            row = hooks.hidden[min(b, hooks.hidden.shape[0] - 1)]
+            self.samples[b].hidden = row.copy()
+
+    def _store_captures(self, hooks: _Hooks, position: int) -> None:
+        """Attribute the step's hook outputs to the samples that fed a real token."""
+        live = [b for b, sample in enumerate(self.samples) if not sample.done]
+        self._store_hidden(hooks, live)
+        if hooks.rows is None:
+            return
+        token_index = position - len(self.prompt_ids)
+        for b in live:
+            sample = self.samples[b]
+            if token_index < len(sample.ids):
+                sample.rows.append(hooks.rows[b, : position + 1].copy())
+                if hooks.head_max is not None:
+                    sample.head_max_rows.append(hooks.head_max[b, : position + 1].copy())
+
+    def _trace(self, sample: _Sample) -> GenerationTrace:
+        count = len(sample.ids)
+        attention = head_max = None
+        if self.capture.attention:
+            attention = _stack_rows(sample.rows, len(self.prompt_ids), count)
+            if self.capture.attention_head_max:
+                head_max = _stack_rows(sample.head_max_rows, len(self.prompt_ids), count)
+        top = self.decoding.top_logprobs
+        return GenerationTrace(
+            prompt_ids=np.asarray(self.prompt_ids, dtype=np.int64),
+            token_ids=np.asarray(sample.ids, dtype=np.int64),
+            tokens=list(sample.pieces),
+            text=sample.text,
+            logprobs=np.asarray(sample.logprobs, dtype=np.float32),
+            entropies=np.asarray(sample.entropies, dtype=np.float32),
+            finish_reason=sample.finish_reason or "length",
+            stop_string=sample.stop_string,
+            seed=sample.seed,
+            attention=attention,
+            attention_head_max=head_max,
+            hidden=sample.hidden if self.capture.hidden else None,
+            top_token_ids=np.asarray(sample.top_ids, dtype=np.int64).reshape(count, top)
+            if top
+            else None,
+            top_logprobs=np.asarray(sample.top_lps, dtype=np.float32).reshape(count, top)
+            if top
+            else None,
+        )
+
+
+def _stack_rows(rows: list[np.ndarray], prompt_len: int, count: int) -> np.ndarray:
+    matrix = np.zeros((count, prompt_len + count), dtype=np.float32)
+    for t, row in enumerate(rows[:count]):
+        matrix[t, : row.shape[0]] = row
+    return matrix
+
+
+def next_piece(tokenizer: object, ids: Sequence[int], text: str) -> str:
+    """Text that the last of ``ids`` adds to ``text``, the decoded text of the others.
+
+    An incomplete UTF-8 character decodes to nothing; its text comes with the token that
+    completes it, so the pieces of a sequence always join to its decoded text.
+
+    Args:
+        tokenizer: A HuggingFace tokenizer.
+        ids: Token ids decoded so far, the new one last.
+        text: Text of the pieces before the new token.
+
+    Returns:
+        The new token's piece.
+    """
+    decoded: str = tokenizer.decode(  # type: ignore[attr-defined]
+        list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
+    if decoded.endswith("\ufffd"):
+        return ""
+    if decoded.startswith(text):
+        return decoded[len(text) :]
+    return decoded[len(_common_prefix(decoded, text)) :]
+
+
+def token_pieces(tokenizer: object, ids: Sequence[int]) -> list[str]:
+    """Decoded text piece of each token of ``ids`` (see :func:`next_piece`)."""
+    pieces: list[str] = []
+    text = ""
+    for end in range(1, len(ids) + 1):
+        piece = next_piece(tokenizer, ids[:end], text)
+        pieces.append(piece)
+        text += piece
+    return pieces
+
+
+def _common_prefix(a: str, b: str) -> str:
+    size = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        size += 1
+    return a[:size]
+
+
+def _entropy(logp: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of each row of log-probabilities; zero-probability entries add 0."""
+    p = logp.exp()
+    terms = torch.where(p > 0, p * logp, torch.zeros_like(p))
+    return -terms.sum(dim=-1)
+
+
+def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
+    """Apply temperature, top-k and top-p to logits, shape ``(batch, vocab)``."""
+    warped = logits / options.temperature
+    if options.top_k is not None and options.top_k < warped.shape[-1]:
+        kth = torch.topk(warped, options.top_k, dim=-1).values[..., -1:]
+        warped = warped.masked_fill(warped < kth, -math.inf)
+    if options.top_p is not None and options.top_p < 1.0:
+        sorted_logits, order = torch.sort(warped, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        remove = cumulative - torch.softmax(sorted_logits, dim=-1) >= options.top_p
+        remove[..., 0] = False  # always keep the most likely token
+        mask = torch.zeros_like(remove).scatter(-1, order, remove)
+        warped = warped.masked_fill(mask, -math.inf)
+    return warped
+
+
+def _eos_ids(model: nn.Module, tokenizer: object) -> list[int]:
+    ids: list[int] = []
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(config_eos, int):
+        ids.append(config_eos)
+    elif isinstance(config_eos, (list, tuple)):
+        ids.extend(int(i) for i in config_eos)
+    tokenizer_eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(tokenizer_eos, int) and tokenizer_eos not in ids:
+        ids.append(tokenizer_eos)
+    return ids

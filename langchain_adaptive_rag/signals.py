@@ -1,0 +1,140 @@
+"""Pure numpy signal functions over generation traces.
+
+No torch and no model here: every function takes arrays and returns arrays, and each is
+tested against values computed by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "Word",
+    "aggregate_words",
+    "log_softmax",
+    "merge_tokens_into_words",
+    "token_entropy",
+    "token_logprobs",
+]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis, computed stably in float64.
+
+    Args:
+        logits: Shape ``(..., vocab)``; ``-inf`` entries get probability 0.
+
+    Returns:
+        Log-probabilities, same shape, float64.
+    """
+    x = np.asarray(logits, dtype=np.float64)
+    peak = np.max(x, axis=-1, keepdims=True)
+    shifted = x - peak
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def token_entropy(logits: np.ndarray) -> np.ndarray:
+    """Entropy in nats, ``H = -sum_v p(v) log p(v)``, of each next-token distribution.
+
+    Args:
+        logits: Shape ``(T, vocab)`` (or ``(vocab,)``).
+
+    Returns:
+        Shape ``(T,)`` (or a scalar array).
+    """
+    logp = log_softmax(logits)
+    p = np.exp(logp)
+    terms = np.where(p > 0, p * np.where(p > 0, logp, 0.0), 0.0)
+    result: np.ndarray = -np.sum(terms, axis=-1)
+    return result
+
+
+def token_logprobs(logits: np.ndarray, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Log-probability of each chosen token, ``log p_t(x_t)``.
+
+    Args:
+        logits: Shape ``(T, vocab)``: row ``t`` is the distribution that chose token ``t``.
+        token_ids: Shape ``(T,)``.
+
+    Returns:
+        Shape ``(T,)``.
+    """
+    logp = log_softmax(np.atleast_2d(logits))
+    ids = np.asarray(token_ids, dtype=np.int64)
+    if ids.shape[0] != logp.shape[0]:
+        msg = f"Expected one token id per logits row: got {ids.shape[0]} ids for {logp.shape[0]} rows."
+        raise ValueError(msg)
+    result: np.ndarray = logp[np.arange(ids.shape[0]), ids]
+    return result
+
+
+@dataclass(frozen=True)
+class Word:
+    """A word made of the tokens ``start .. end - 1``."""
+
+    start: int
+    """Index of its first token."""
+    end: int
+    """One past the index of its last token."""
+    text: str
+    """Its text with surrounding whitespace removed."""
+
+
+def merge_tokens_into_words(
+    tokens: Sequence[str], *, boundaries: Sequence[int] = ()
+) -> list[Word]:
+    """Group sub-word token pieces into words.
+
+    A token starts a new word when it is the first token, when its text begins with
+    whitespace (the tokenizer's space marker decodes to a space), when the previous
+    token's text ends with a newline, or when its index is in ``boundaries`` (for example
+    the token after an end-of-sequence token). Pieces without text (special tokens, the
+    first bytes of a multi-byte character) stay inside the current word.
+
+    Args:
+        tokens: Decoded text piece of each token (``GenerationTrace.tokens``).
+        boundaries: Extra token indexes that always start a word.
+
+    Returns:
+        The words in order; together they cover every token exactly once.
+    """
+    forced = set(boundaries)
+    starts: list[int] = []
+    for i, piece in enumerate(tokens):
+        previous = tokens[i - 1] if i > 0 else ""
+        if (
+            i == 0
+            or i in forced
+            or (piece[:1].isspace())
+            or previous.endswith("\n")
+        ):
+            starts.append(i)
+    ends = [*starts[1:], len(tokens)]
+    return [
+        Word(start=s, end=e, text="".join(tokens[s:e]).strip())
+        for s, e in zip(starts, ends, strict=True)
+    ]
+
+
+def aggregate_words(
+    values: np.ndarray, words: Sequence[Word], how: Literal["mean", "sum", "max"]
+) -> np.ndarray:
+    """Combine per-token values into per-word values.
+
+    DRAGIN uses ``mean`` for entropy and ``sum`` for attention.
+
+    Args:
+        values: Shape ``(T,)``, one value per token.
+        words: Words over those tokens (see :func:`merge_tokens_into_words`).
+        how: How a word's token values combine.
+
+    Returns:
+        Shape ``(len(words),)``.
+    """
+    array = np.asarray(values, dtype=np.float64)
+    reduce = {"mean": np.mean, "sum": np.sum, "max": np.max}[how]
+    return np.array([reduce(array[w.start : w.end]) for w in words], dtype=np.float64)

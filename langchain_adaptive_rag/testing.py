@@ -1,0 +1,172 @@
+"""Small local models and test doubles that users and tests can import.
+
+Nothing here downloads anything: :func:`create_tiny_model` trains a byte-level BPE
+tokenizer on a few sentences and saves a randomly initialised causal LM next to it, in
+the same layout as a model from the HuggingFace hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+__all__ = [
+    "CHATML_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "TinyArchitecture",
+    "create_tiny_model",
+    "train_tokenizer",
+]
+
+TinyArchitecture = Literal["llama", "qwen2", "gpt2"]
+"""Architectures :func:`create_tiny_model` can build."""
+
+SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>")
+"""Special tokens of the tiny tokenizers, in id order."""
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""The ChatML chat template used by the tiny models."""
+
+_SAMPLE_TEXT = (
+    "Question: When was the director of film Blue Harbour born?",
+    "Answer: The film Blue Harbour was directed by Anna Berg. Anna Berg was born in 1931. "
+    "So the answer is 1931.",
+    "Question: Who was born first, Carl Lind or Maria Holm?",
+    "Answer: Carl Lind was born in 1902. Maria Holm was born in 1899. So the answer is Maria Holm.",
+    "Context:\n[1] Anna Berg (born 1931) is a Swedish film director.\n"
+    "Answer in the same format as before.",
+    "The capital of France is Paris. The river Seine flows through the city.",
+    "Retrieval-augmented generation reads documents before it answers a question.",
+    "Hello! How are you today? I am fine, thank you. What is your name?",
+    "Numbers: 0 1 2 3 4 5 6 7 8 9 10 100 1000 2024. Punctuation: , . ; : ! ? ' \" ( ) [ ]",
+    "Ünïcödé wörds: café, naïve, Zürich, São Paulo, 東京, Москва.",
+)
+
+
+def train_tokenizer(
+    texts: Iterable[str] = _SAMPLE_TEXT, *, vocab_size: int = 512
+) -> object:
+    """Train a byte-level BPE tokenizer with a ChatML template.
+
+    Args:
+        texts: Training text.
+        vocab_size: Target vocabulary size (special tokens included).
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast`` that adds ``<s>`` in front of plain text,
+        ends sequences with ``</s>`` and marks chat turns with ``<|im_start|>``/``<|im_end|>``.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(list(texts), trainer=trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        chat_template=CHATML_TEMPLATE,
+    )
+
+
+def create_tiny_model(
+    path: str | Path,
+    *,
+    architecture: TinyArchitecture = "llama",
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    max_positions: int = 1024,
+    seed: int = 0,
+) -> Path:
+    """Save a randomly initialised causal LM and a trained tokenizer under ``path``.
+
+    The directory loads with ``AutoModelForCausalLM.from_pretrained`` and, for Llama and
+    GPT-2, ``AutoTokenizer.from_pretrained`` (load Qwen2 tokenizers with
+    ``PreTrainedTokenizerFast.from_pretrained``: ``AutoTokenizer`` swaps in Qwen's own
+    pre-tokenizer). Both ``</s>`` and ``<|im_end|>`` end generation.
+
+    Args:
+        path: Output directory (created).
+        architecture: ``llama``, ``qwen2`` or ``gpt2``.
+        hidden_size: Model width.
+        num_layers: Number of decoder layers.
+        num_heads: Attention heads.
+        max_positions: Context length.
+        seed: Seed of the random weights.
+
+    Returns:
+        The directory.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer()
+    vocab = len(tokenizer)  # type: ignore[arg-type]
+    bos, eos, pad = 1, 2, 3
+    im_end = SPECIAL_TOKENS.index("<|im_end|>")
+    torch.manual_seed(seed)
+    model: torch.nn.Module
+    if architecture == "gpt2":
+        model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=vocab,
+                n_embd=hidden_size,
+                n_layer=num_layers,
+                n_head=num_heads,
+                n_positions=max_positions,
+                bos_token_id=bos,
+                eos_token_id=eos,
+                pad_token_id=pad,
+            )
+        )
+    else:
+        common = {
+            "vocab_size": vocab,
+            "hidden_size": hidden_size,
+            "intermediate_size": hidden_size * 2,
+            "num_hidden_layers": num_layers,
+            "num_attention_heads": num_heads,
+            "num_key_value_heads": max(1, num_heads // 2),
+            "max_position_embeddings": max_positions,
+            "bos_token_id": bos,
+            "eos_token_id": eos,
+            "pad_token_id": pad,
+            "tie_word_embeddings": False,
+        }
+        if architecture == "llama":
+            model = LlamaForCausalLM(LlamaConfig(**common))
+        elif architecture == "qwen2":
+            model = Qwen2ForCausalLM(Qwen2Config(**common))
+        else:
+            msg = f"architecture must be 'llama', 'qwen2' or 'gpt2', got {architecture!r}."
+            raise ValueError(msg)
+    model.generation_config.eos_token_id = [eos, im_end]  # type: ignore[union-attr]
+    model.generation_config.pad_token_id = pad  # type: ignore[union-attr]
+    model.save_pretrained(out)  # type: ignore[operator]
+    tokenizer.save_pretrained(out)  # type: ignore[attr-defined]
+    return out

@@ -1,0 +1,38 @@
+"""Shared fixtures: tiny local models built from configs with a locally trained tokenizer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from langchain_adaptive_rag.testing import create_tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {
+        arch: create_tiny_model(root / arch, architecture=arch, seed=7)
+        for arch in ("llama", "qwen2", "gpt2")
+    }
+
+
+@pytest.fixture(scope="session")
+def llama_dir(tiny_model_dirs: dict[str, Path]) -> Path:
+    return tiny_model_dirs["llama"]
+
+
+def _shared_dir() -> Path:
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"langchain-adaptive-rag-tests-{os.getpid()}"
+
+
+def shared_tiny_llama() -> str:
+    """A tiny Llama directory for suites whose parameters are class properties."""
+    path = _shared_dir() / "llama"
+    if not (path / "config.json").exists():
+        create_tiny_model(path, architecture="llama", seed=7)
+    return str(path)

@@ -1,0 +1,85 @@
+"""Signal functions against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from langchain_adaptive_rag.generation import _entropy
+from langchain_adaptive_rag.signals import (
+    Word,
+    aggregate_words,
+    log_softmax,
+    merge_tokens_into_words,
+    token_entropy,
+    token_logprobs,
+)
+
+
+def test_entropy_of_uniform_and_point_mass() -> None:
+    logits = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, -np.inf, -np.inf, -np.inf]])
+    np.testing.assert_allclose(token_entropy(logits), [math.log(4), 0.0], atol=1e-12)
+
+
+def test_entropy_two_way_distribution_by_hand() -> None:
+    # p = (0.75, 0.25): logits log 3 and 0.
+    logits = np.array([math.log(3.0), 0.0])
+    expected = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))  # 0.5623351446
+    assert token_entropy(logits) == pytest.approx(expected, abs=1e-12)
+    assert expected == pytest.approx(0.5623351446, abs=1e-9)
+
+
+def test_torch_entropy_matches_hand_values() -> None:
+    logp = torch.log_softmax(torch.tensor([[math.log(3.0), 0.0], [0.0, -math.inf]]), dim=-1)
+    values = _entropy(logp).tolist()
+    assert values[0] == pytest.approx(0.5623351446, abs=1e-6)
+    assert values[1] == 0.0
+
+
+def test_logprobs_by_hand() -> None:
+    # softmax([ln 1, ln 2, ln 7]) = (0.1, 0.2, 0.7)
+    logits = np.log(np.array([[1.0, 2.0, 7.0], [1.0, 2.0, 7.0]]))
+    np.testing.assert_allclose(token_logprobs(logits, [2, 0]), [math.log(0.7), math.log(0.1)])
+    np.testing.assert_allclose(np.exp(log_softmax(logits[0])), [0.1, 0.2, 0.7])
+
+
+def test_logprobs_shape_mismatch_is_explained() -> None:
+    with pytest.raises(ValueError, match="one token id per logits row"):
+        token_logprobs(np.zeros((2, 3)), [0])
+
+
+def test_log_softmax_is_stable_for_large_logits() -> None:
+    out = log_softmax(np.array([1000.0, 1000.0]))
+    np.testing.assert_allclose(out, [math.log(0.5)] * 2)
+
+
+def test_merge_words_on_space_newline_and_boundaries() -> None:
+    tokens = ["The", " direct", "or", " was", " born", ".", "\n", "Ann", "a", " Berg", "</s>", "X"]
+    words = merge_tokens_into_words(tokens, boundaries=[11])
+    assert words == [
+        Word(0, 1, "The"),
+        Word(1, 3, "director"),
+        Word(3, 4, "was"),
+        Word(4, 6, "born."),
+        Word(6, 7, ""),
+        Word(7, 9, "Anna"),
+        Word(9, 11, "Berg</s>"),
+        Word(11, 12, "X"),
+    ]
+
+
+def test_merge_words_keeps_empty_pieces_inside_a_word() -> None:
+    # A multi-byte character split over two tokens: the first decodes to "".
+    words = merge_tokens_into_words([" caf", "", "é", " au"])
+    assert [(w.start, w.end, w.text) for w in words] == [(0, 3, "café"), (3, 4, "au")]
+
+
+def test_aggregate_words_mean_and_sum_by_hand() -> None:
+    words = [Word(0, 1, "a"), Word(1, 4, "bcd")]
+    values = np.array([0.5, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(aggregate_words(values, words, "mean"), [0.5, 2.0])
+    np.testing.assert_allclose(aggregate_words(values, words, "sum"), [0.5, 6.0])
+    np.testing.assert_allclose(aggregate_words(values, words, "max"), [0.5, 3.0])
