@@ -36,3 +36,16 @@ def shared_tiny_llama() -> str:
     if not (path / "config.json").exists():
         create_tiny_model(path, architecture="llama", seed=7)
     return str(path)
+
+
+def boundary_stop(pieces: list[str], text: str) -> str:
+    """A string spanning the boundary of two text-bearing tokens, first seen there."""
+    offset = 0
+    for i in range(len(pieces) - 1):
+        left, right = pieces[i], pieces[i + 1]
+        offset += len(left)
+        if left.strip() and right.strip() and "\ufffd" not in left + right:
+            candidate = left[-2:] + right[:2]
+            if text.find(candidate) == offset - len(left[-2:]):
+                return candidate
+    raise AssertionError(f"no two adjacent text tokens in {pieces!r}")

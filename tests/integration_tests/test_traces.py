@@ -1,0 +1,231 @@
+"""Captured signals equal an independent full forward pass over the final sequence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+from langchain_adaptive_rag import (
+    AttentionUnavailableError,
+    ChatTransformers,
+    GenerationTrace,
+    HiddenLayerError,
+    PromptTooLongError,
+)
+from langchain_adaptive_rag.generation import decoder_layers
+from tests.conftest import boundary_stop
+
+PROMPT = "Question: When was the director of film Blue Harbour born?\nAnswer:"
+ATOL = 1e-5
+
+
+def _load(directory: Path) -> ChatTransformers:
+    model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(directory)
+    return ChatTransformers(model=model, tokenizer=tokenizer, max_new_tokens=24)
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
+def chat(request: pytest.FixtureRequest, tiny_model_dirs: dict[str, Path]) -> ChatTransformers:
+    return _load(tiny_model_dirs[request.param])
+
+
+def _reference(chat: ChatTransformers, trace: GenerationTrace, extra: list[int] | None = None):
+    """Full forward pass over prompt + generated (+ extra) tokens with every output on."""
+    ids = [*trace.prompt_ids.tolist(), *trace.token_ids.tolist(), *(extra or [])]
+    mlp_outputs: list[torch.Tensor] = []
+    layer = decoder_layers(chat.hf_model)[0]
+    handle = layer.mlp.register_forward_hook(lambda _m, _a, out: mlp_outputs.append(out))
+    try:
+        with torch.no_grad():
+            out = chat.hf_model(
+                input_ids=torch.tensor([ids]), output_attentions=True, output_hidden_states=True
+            )
+    finally:
+        handle.remove()
+    return out, mlp_outputs[0][0]
+
+
+def test_signals_equal_full_forward(chat: ChatTransformers) -> None:
+    trace = chat.generate_trace(
+        PROMPT,
+        min_new_tokens=24,
+        attention=True,
+        attention_head_max=True,
+        hidden=True,
+        hidden_layer=0,
+    )[0]
+    P, T = trace.num_prompt_tokens, trace.num_tokens
+    assert T == 24 and trace.finish_reason == "length"
+    out, _ = _reference(chat, trace)
+    logp = torch.log_softmax(out.logits[0].float(), dim=-1)[P - 1 : P - 1 + T]
+    chosen = logp.gather(-1, torch.tensor(trace.token_ids)[:, None])[:, 0].numpy()
+    entropy = (-(logp.exp() * logp).sum(-1)).numpy()
+    np.testing.assert_allclose(trace.logprobs, chosen, atol=ATOL)
+    np.testing.assert_allclose(trace.entropies, entropy, atol=ATOL)
+    heads = out.attentions[-1][0]  # (heads, S, S)
+    np.testing.assert_allclose(trace.attention, heads.mean(0)[P : P + T, : P + T].numpy(), atol=ATOL)
+    np.testing.assert_allclose(
+        trace.attention_head_max, heads.amax(0)[P : P + T, : P + T].numpy(), atol=ATOL
+    )
+    # each row is a distribution over positions 0 .. P + t and zero after
+    np.testing.assert_allclose(trace.attention.sum(axis=1), np.ones(T), atol=1e-5)
+    assert trace.attention[0, P + 1 :].sum() == 0.0
+    np.testing.assert_allclose(trace.hidden, out.hidden_states[1][0, P + T - 1].numpy(), atol=ATOL)
+
+
+def test_mlp_site_and_middle_layer(chat: ChatTransformers) -> None:
+    trace = chat.generate_trace(
+        PROMPT, max_new_tokens=8, min_new_tokens=8, hidden=True, hidden_layer=0, hidden_site="mlp"
+    )[0]
+    _, mlp = _reference(chat, trace)
+    np.testing.assert_allclose(trace.hidden, mlp[-1].numpy(), atol=ATOL)
+
+
+def test_hidden_at_appended_eos_after_length_finish(chat: ChatTransformers) -> None:
+    trace = chat.generate_trace(
+        PROMPT, max_new_tokens=6, min_new_tokens=6, hidden=True, hidden_layer=-1, hidden_at="eos"
+    )[0]
+    assert trace.finish_reason == "length"
+    eos = chat.hf_tokenizer.eos_token_id
+    out, _ = _reference(chat, trace, extra=[eos])
+    layers = len(decoder_layers(chat.hf_model))
+    hidden_states = out.hidden_states
+    # hidden_states[-1] is after the final norm in some models: use the layer output hook index
+    np.testing.assert_allclose(trace.hidden, _layer_output(chat, trace, [eos], layers - 1), atol=ATOL)
+    assert hidden_states is not None
+
+
+def _layer_output(chat: ChatTransformers, trace: GenerationTrace, extra: list[int], index: int):
+    ids = [*trace.prompt_ids.tolist(), *trace.token_ids.tolist(), *extra]
+    captured: list[torch.Tensor] = []
+    layer = decoder_layers(chat.hf_model)[index]
+    handle = layer.register_forward_hook(
+        lambda _m, _a, out: captured.append(out[0] if isinstance(out, tuple) else out)
+    )
+    try:
+        with torch.no_grad():
+            chat.hf_model(input_ids=torch.tensor([ids]))
+    finally:
+        handle.remove()
+    return captured[0][0, -1].numpy()
+
+
+def test_hidden_at_eos_replaces_a_stop_string_token(chat: ChatTransformers) -> None:
+    free = chat.generate_trace(PROMPT, max_new_tokens=12, min_new_tokens=12)[0]
+    stop = _boundary_stop(free)
+    trace = chat.generate_trace(
+        PROMPT, max_new_tokens=12, stop=[stop], hidden=True, hidden_at="eos", hidden_layer=0
+    )[0]
+    assert trace.stop_string == stop
+    eos = chat.hf_tokenizer.eos_token_id
+    replaced = GenerationTrace(
+        prompt_ids=trace.prompt_ids,
+        token_ids=trace.token_ids[:-1],
+        tokens=trace.tokens[:-1],
+        text="",
+        logprobs=trace.logprobs[:-1],
+        entropies=trace.entropies[:-1],
+        finish_reason="stop",
+    )
+    np.testing.assert_allclose(trace.hidden, _layer_output(chat, replaced, [eos], 0), atol=ATOL)
+
+
+def _boundary_stop(trace: GenerationTrace) -> str:
+    return boundary_stop(trace.tokens, trace.text)
+
+
+def test_stop_string_across_token_boundary(chat: ChatTransformers) -> None:
+    free = chat.generate_trace(PROMPT, max_new_tokens=16, min_new_tokens=16)[0]
+    stop = _boundary_stop(free)
+    cut = free.text.index(stop)
+    trace = chat.generate_trace(PROMPT, max_new_tokens=16, stop=[stop])[0]
+    assert trace.finish_reason == "stop"
+    assert trace.stop_string == stop
+    assert trace.text == free.text[:cut]
+    assert "".join(trace.tokens) == trace.text
+    # decoding stopped at the token that completed the stop string
+    covered = 0
+    for count, piece in enumerate(free.tokens, start=1):
+        covered += len(piece)
+        if covered >= cut + len(stop):
+            break
+    assert trace.num_tokens == count
+    np.testing.assert_array_equal(trace.token_ids, free.token_ids[:count])
+
+
+def test_n_samples_equal_single_runs_with_same_seeds(chat: ChatTransformers) -> None:
+    options = {"max_new_tokens": 10, "do_sample": True, "temperature": 1.0, "top_k": 50}
+    batch = chat.generate_trace(PROMPT, n=3, seed=11, include_greedy=True, **options)
+    greedy = chat.generate_trace(PROMPT, max_new_tokens=10)[0]
+    np.testing.assert_array_equal(batch[0].token_ids, greedy.token_ids)
+    assert batch[0].seed is None
+    for i, sample in enumerate(batch[1:]):
+        single = chat.generate_trace(PROMPT, n=1, seed=11 + i, **options)[0]
+        assert sample.seed == single.seed == 11 + i
+        np.testing.assert_array_equal(sample.token_ids, single.token_ids)
+        np.testing.assert_allclose(sample.logprobs, single.logprobs, atol=ATOL)
+        np.testing.assert_allclose(sample.entropies, single.entropies, atol=ATOL)
+    assert len({tuple(s.token_ids) for s in batch[1:]}) > 1  # the seeds differ
+
+
+def test_batched_attention_matches_single(chat: ChatTransformers) -> None:
+    options = {"max_new_tokens": 8, "do_sample": True, "attention": True, "hidden": True}
+    batch = chat.generate_trace(PROMPT, n=2, seed=3, **options)
+    for i, sample in enumerate(batch):
+        single = chat.generate_trace(PROMPT, seed=3 + i, **options)[0]
+        np.testing.assert_array_equal(sample.token_ids, single.token_ids)
+        np.testing.assert_allclose(sample.attention, single.attention, atol=ATOL)
+        np.testing.assert_allclose(sample.hidden, single.hidden, atol=ATOL)
+
+
+def test_processed_distribution_option(chat: ChatTransformers) -> None:
+    raw = chat.generate_trace(PROMPT, max_new_tokens=6, do_sample=True, top_k=5, seed=1)[0]
+    processed = chat.generate_trace(
+        PROMPT, max_new_tokens=6, do_sample=True, top_k=5, seed=1, signal_distribution="processed"
+    )[0]
+    np.testing.assert_array_equal(raw.token_ids, processed.token_ids)
+    # top-k 5 leaves at most 5 outcomes: entropy <= ln 5, and always below the raw one here
+    assert (processed.entropies <= np.log(5) + 1e-5).all()
+    assert (processed.entropies < raw.entropies).all()
+    assert (processed.logprobs >= raw.logprobs).all()
+
+
+def test_forward_attention_matches_output_attentions(chat: ChatTransformers) -> None:
+    matrix = chat.forward_attention("Anna Berg was born in 1931.")
+    with torch.no_grad():
+        out = chat.hf_model(
+            input_ids=torch.tensor([matrix.token_ids.tolist()]), output_attentions=True
+        )
+    np.testing.assert_allclose(matrix.weights, out.attentions[-1][0].numpy(), atol=ATOL)
+    assert "".join(matrix.tokens) == "Anna Berg was born in 1931."
+    assert matrix.mean.shape == (len(matrix.tokens), len(matrix.tokens))
+
+
+def test_sdpa_model_asked_for_attention_names_the_fix(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
+    with pytest.raises(AttentionUnavailableError, match='attn_implementation="eager"'):
+        chat.generate_trace(PROMPT, max_new_tokens=2, attention=True)
+    with pytest.raises(AttentionUnavailableError, match="sdpa"):
+        chat.forward_attention("hello")
+
+
+def test_missing_layer_is_explained(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), attn_implementation="eager")
+    with pytest.raises(HiddenLayerError, match=r"layer 5 does not exist: the model has 2"):
+        chat.generate_trace(PROMPT, max_new_tokens=2, hidden=True, hidden_layer=5)
+    with pytest.raises(HiddenLayerError, match=r"Expected an index in \[-2, 1\]"):
+        chat.generate_trace(PROMPT, max_new_tokens=2, attention=True, attention_layer=-3)
+
+
+def test_prompt_longer_than_context_is_explained(tmp_path: Path) -> None:
+    from langchain_adaptive_rag.testing import create_tiny_model
+
+    directory = create_tiny_model(tmp_path / "short", max_positions=32)
+    chat = ChatTransformers(model=str(directory))
+    with pytest.raises(PromptTooLongError, match="model's context holds 32 positions"):
+        chat.generate_trace(PROMPT * 3, max_new_tokens=4)
