@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -260,9 +260,9 @@ class ChatTransformers(BaseChatModel):
             self._hf_model = self.model
             self._hf_tokenizer = self.tokenizer
             if self.attn_implementation is not None:
-                self.model.set_attn_implementation(self.attn_implementation)
+                self._hf_model.set_attn_implementation(self.attn_implementation)
             if self.device is not None:
-                self.model.to(self.device)
+                self._hf_model.to(self.device)
         else:
             msg = (
                 f"model must be a hub id, a local path or a loaded PreTrainedModel; got "
@@ -386,13 +386,14 @@ class ChatTransformers(BaseChatModel):
 
     # -- prompts --------------------------------------------------------------------
 
-    def encode(self, prompt: str | Sequence[BaseMessage]) -> list[int]:
+    def encode(self, prompt: str | Sequence[BaseMessage] | Sequence[int]) -> list[int]:
         """Token ids of a prompt.
 
         Args:
             prompt: Plain text (a completion prompt, tokenized with the tokenizer's special
-                tokens such as BOS) or chat messages (formatted with the chat template,
-                or joined as plain text when ``use_chat_template`` is false).
+                tokens such as BOS), chat messages (formatted with the chat template,
+                or joined as plain text when ``use_chat_template`` is false), or token ids
+                (used as they are).
 
         Returns:
             The prompt's token ids.
@@ -401,7 +402,16 @@ class ChatTransformers(BaseChatModel):
         if isinstance(prompt, str):
             ids: list[int] = tokenizer(prompt)["input_ids"]
             return ids
-        messages = list(prompt)
+        if prompt and all(isinstance(i, int) for i in prompt):
+            return [int(i) for i in prompt]  # type: ignore[arg-type]
+        messages = [m for m in prompt if isinstance(m, BaseMessage)]
+        if len(messages) != len(prompt):
+            kinds = sorted({type(m).__name__ for m in prompt})
+            msg = (
+                f"Received a prompt of {kinds}. Expected text, a sequence of messages, or a "
+                "sequence of token ids."
+            )
+            raise AdaptiveRAGError(msg)
         if not messages:
             msg = "Received no messages. Expected at least one message or a text prompt."
             raise AdaptiveRAGError(msg)
@@ -466,7 +476,9 @@ class ChatTransformers(BaseChatModel):
         decoding = self._decoding(stop, kwargs)
         prompt_ids = self.encode(messages)
         with self._lock:
-            trace = TraceDecoder(self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding).run()[0]
+            trace = TraceDecoder(
+                self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding
+            ).run()[0]
         events = [
             TokenEvent(
                 sample=0,
@@ -493,7 +505,9 @@ class ChatTransformers(BaseChatModel):
         )
         return ChatResult(
             generations=[
-                ChatGeneration(message=message, generation_info={"finish_reason": trace.finish_reason})
+                ChatGeneration(
+                    message=message, generation_info={"finish_reason": trace.finish_reason}
+                )
             ]
         )
 
@@ -508,7 +522,9 @@ class ChatTransformers(BaseChatModel):
         want_logprobs = self._wants_logprobs(kwargs)
         prompt_ids = self.encode(messages)
         with self._lock:
-            decoder = TraceDecoder(self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding)
+            decoder = TraceDecoder(
+                self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding
+            )
             for event in decoder:
                 chunk = ChatGenerationChunk(
                     message=AIMessageChunk(
@@ -529,6 +545,42 @@ class ChatTransformers(BaseChatModel):
             ),
             generation_info={"finish_reason": trace.finish_reason},
         )
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        # The whole decoding loop runs in one worker thread (the model lock is held by
+        # that thread); chunks cross to the event loop through a queue.
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[ChatGenerationChunk | BaseException | None] = asyncio.Queue()
+        cancelled = threading.Event()
+
+        def produce() -> None:
+            try:
+                for chunk in self._stream(messages, stop, None, **kwargs):
+                    if cancelled.is_set():
+                        break
+                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
+            except BaseException as error:  # re-raised in the consumer
+                loop.call_soon_threadsafe(queue.put_nowait, error)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        worker = loop.run_in_executor(None, produce)
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                if run_manager is not None and item.message.content:
+                    await run_manager.on_llm_new_token(item.text, chunk=item)
+                yield item
+        finally:
+            cancelled.set()
+            await worker
 
     def _token_metadata(self, events: Sequence[TokenEvent], want_logprobs: bool) -> dict[str, Any]:
         metadata: dict[str, Any] = {
@@ -573,7 +625,7 @@ class ChatTransformers(BaseChatModel):
 
     def generate_trace(
         self,
-        prompt: str | Sequence[BaseMessage],
+        prompt: str | Sequence[BaseMessage] | Sequence[int],
         *,
         n: int = 1,
         include_greedy: bool = False,
@@ -600,7 +652,7 @@ class ChatTransformers(BaseChatModel):
         Options left at ``None`` take the model's field values.
 
         Args:
-            prompt: Plain text (completion) or chat messages (chat template).
+            prompt: Plain text (completion), chat messages (chat template) or token ids.
             n: Number of samples decoded together.
             include_greedy: Prepend a greedy sample (SeaKR's greedy step plus k samples).
             max_new_tokens: Generation budget.
@@ -660,9 +712,16 @@ class ChatTransformers(BaseChatModel):
             return decoder.run()
 
     async def agenerate_trace(
-        self, prompt: str | Sequence[BaseMessage], *, n: int = 1, include_greedy: bool = False,
-        max_new_tokens: int | None = None, seed: int | None = None,
-        stop: Sequence[str] | None = None, attention: bool = False, hidden: bool = False,
+        self,
+        prompt: str | Sequence[BaseMessage],
+        *,
+        n: int = 1,
+        include_greedy: bool = False,
+        max_new_tokens: int | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        attention: bool = False,
+        hidden: bool = False,
     ) -> list[GenerationTrace]:
         """Async :meth:`generate_trace` (runs in a worker thread) for the common options."""
         return await asyncio.to_thread(
@@ -677,9 +736,7 @@ class ChatTransformers(BaseChatModel):
             hidden=hidden,
         )
 
-    def forward_attention(
-        self, text: str | Sequence[int], *, layer: int = -1
-    ) -> AttentionMatrix:
+    def forward_attention(self, text: str | Sequence[int], *, layer: int = -1) -> AttentionMatrix:
         """Run one forward pass over ``text`` and return one layer's attention.
 
         This is the DRAGIN reference code's out-of-context pass over the generated text.

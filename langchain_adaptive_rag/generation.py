@@ -13,11 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 from langchain_adaptive_rag.errors import (
     AdaptiveRAGError,
@@ -232,7 +235,7 @@ class _Sample:
         return self.finish_reason is None
 
 
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
+def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """Return the model's stack of decoder layers.
 
     Args:
@@ -272,7 +275,7 @@ def _layer_index(layer: int, num_layers: int, what: str) -> int:
     return layer % num_layers
 
 
-def context_length(model: nn.Module) -> int | None:
+def context_length(model: PreTrainedModel) -> int | None:
     """Return the model's maximum number of positions, if its config states one."""
     config = model.config.get_text_config()
     for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
@@ -282,7 +285,7 @@ def context_length(model: nn.Module) -> int | None:
     return None
 
 
-def attention_module(model: nn.Module, layer: int) -> nn.Module:
+def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
     """The attention sub-module of one decoder layer, checked to return weights.
 
     Args:
@@ -304,7 +307,7 @@ def attention_module(model: nn.Module, layer: int) -> nn.Module:
     return _child(layers[index], _ATTENTION_NAMES, "attention")
 
 
-def hidden_module(model: nn.Module, layer: int, site: HiddenSite) -> nn.Module:
+def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Module:
     """The module whose output is the hidden state at ``layer`` and ``site``.
 
     Args:
@@ -326,7 +329,7 @@ def hidden_module(model: nn.Module, layer: int, site: HiddenSite) -> nn.Module:
 class _Hooks:
     """Forward hooks on one layer that keep the latest attention rows and hidden state."""
 
-    def __init__(self, model: nn.Module, capture: CaptureOptions) -> None:
+    def __init__(self, model: PreTrainedModel, capture: CaptureOptions) -> None:
         self.capture = capture
         self.rows: np.ndarray | None = None
         self.head_max: np.ndarray | None = None
@@ -394,7 +397,7 @@ class TraceDecoder:
 
     def __init__(
         self,
-        model: nn.Module,
+        model: PreTrainedModel,
         tokenizer: object,
         prompt_ids: Sequence[int],
         *,
@@ -524,9 +527,7 @@ class TraceDecoder:
             self._append(sample, token, signal_logp[b], float(entropy[b].item()))
             yield from self._release(b, sample, final=not sample.active)
 
-    def _append(
-        self, sample: _Sample, token: int, logp: torch.Tensor, entropy: float
-    ) -> None:
+    def _append(self, sample: _Sample, token: int, logp: torch.Tensor, entropy: float) -> None:
         options = self.decoding
         sample.ids.append(token)
         sample.logprobs.append(float(logp[token].item()))
@@ -728,7 +729,7 @@ def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
     return warped
 
 
-def _eos_ids(model: nn.Module, tokenizer: object) -> list[int]:
+def _eos_ids(model: PreTrainedModel, tokenizer: object) -> list[int]:
     ids: list[int] = []
     config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if isinstance(config_eos, int):

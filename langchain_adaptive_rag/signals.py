@@ -6,7 +6,7 @@ tested against values computed by hand.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,7 +34,8 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     x = np.asarray(logits, dtype=np.float64)
     peak = np.max(x, axis=-1, keepdims=True)
     shifted = x - peak
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    result: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    return result
 
 
 def token_entropy(logits: np.ndarray) -> np.ndarray:
@@ -66,7 +67,10 @@ def token_logprobs(logits: np.ndarray, token_ids: Sequence[int] | np.ndarray) ->
     logp = log_softmax(np.atleast_2d(logits))
     ids = np.asarray(token_ids, dtype=np.int64)
     if ids.shape[0] != logp.shape[0]:
-        msg = f"Expected one token id per logits row: got {ids.shape[0]} ids for {logp.shape[0]} rows."
+        msg = (
+            f"Expected one token id per logits row: got {ids.shape[0]} ids for "
+            f"{logp.shape[0]} rows."
+        )
         raise ValueError(msg)
     result: np.ndarray = logp[np.arange(ids.shape[0]), ids]
     return result
@@ -84,9 +88,7 @@ class Word:
     """Its text with surrounding whitespace removed."""
 
 
-def merge_tokens_into_words(
-    tokens: Sequence[str], *, boundaries: Sequence[int] = ()
-) -> list[Word]:
+def merge_tokens_into_words(tokens: Sequence[str], *, boundaries: Sequence[int] = ()) -> list[Word]:
     """Group sub-word token pieces into words.
 
     A token starts a new word when it is the first token, when its text begins with
@@ -106,12 +108,7 @@ def merge_tokens_into_words(
     starts: list[int] = []
     for i, piece in enumerate(tokens):
         previous = tokens[i - 1] if i > 0 else ""
-        if (
-            i == 0
-            or i in forced
-            or (piece[:1].isspace())
-            or previous.endswith("\n")
-        ):
+        if i == 0 or i in forced or (piece[:1].isspace()) or previous.endswith("\n"):
             starts.append(i)
     ends = [*starts[1:], len(tokens)]
     return [
@@ -136,5 +133,10 @@ def aggregate_words(
         Shape ``(len(words),)``.
     """
     array = np.asarray(values, dtype=np.float64)
-    reduce = {"mean": np.mean, "sum": np.sum, "max": np.max}[how]
+    reducers: dict[str, Callable[[np.ndarray], float]] = {
+        "mean": lambda x: float(np.mean(x)),
+        "sum": lambda x: float(np.sum(x)),
+        "max": lambda x: float(np.max(x)),
+    }
+    reduce = reducers[how]
     return np.array([reduce(array[w.start : w.end]) for w in words], dtype=np.float64)

@@ -51,9 +51,7 @@ _SAMPLE_TEXT = (
 )
 
 
-def train_tokenizer(
-    texts: Iterable[str] = _SAMPLE_TEXT, *, vocab_size: int = 512
-) -> object:
+def train_tokenizer(texts: Iterable[str] = _SAMPLE_TEXT, *, vocab_size: int = 512) -> object:
     """Train a byte-level BPE tokenizer with a ChatML template.
 
     Args:
@@ -120,8 +118,14 @@ def create_tiny_model(
     Returns:
         The directory.
     """
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from langchain_adaptive_rag import AdaptiveRAGError, ChatTransformers, get_token_signals
 from tests.conftest import boundary_stop
@@ -116,9 +116,10 @@ def test_loading_conventions(llama_dir: Path) -> None:
         model=model, tokenizer=AutoTokenizer.from_pretrained(llama_dir), attn_implementation="eager"
     )
     assert wrapped.attention_available
-    assert wrapped.invoke("Hi", max_new_tokens=3).content == by_path.invoke(
-        "Hi", max_new_tokens=3
-    ).content
+    assert (
+        wrapped.invoke("Hi", max_new_tokens=3).content
+        == by_path.invoke("Hi", max_new_tokens=3).content
+    )
     with pytest.raises(ValueError, match="without a tokenizer"):
         ChatTransformers(model=model)
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
@@ -163,7 +164,9 @@ def test_sampling_is_seeded(llama_dir: Path) -> None:
     assert chat.invoke("Hi").content == chat.invoke("Hi").content
     other = chat.invoke("Hi", seed=6)
     greedy = chat.invoke("Hi", temperature=0)
-    assert get_token_signals(other).token_ids.tolist() != get_token_signals(greedy).token_ids.tolist()
+    assert (
+        get_token_signals(other).token_ids.tolist() != get_token_signals(greedy).token_ids.tolist()
+    )
 
 
 def test_openai_format_logprobs(llama_dir: Path) -> None:
@@ -182,13 +185,16 @@ def test_openai_format_logprobs(llama_dir: Path) -> None:
     assert streamed.response_metadata["logprobs"]["content"] == content
     plain = ChatTransformers(model=str(llama_dir), max_new_tokens=3).invoke("Hi")
     assert "logprobs" not in plain.response_metadata
-    assert "logprobs" in ChatTransformers(model=str(llama_dir), max_new_tokens=3).invoke(
-        "Hi", logprobs=True
-    ).response_metadata
+    assert (
+        "logprobs"
+        in ChatTransformers(model=str(llama_dir), max_new_tokens=3)
+        .invoke("Hi", logprobs=True)
+        .response_metadata
+    )
 
 
 class _RecordingRetriever(BaseRetriever):
-    queries: list[str] = []
+    queries: list[str] = Field(default_factory=list)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -201,8 +207,10 @@ def test_langchain_flare_chain_runs_unchanged(llama_dir: Path) -> None:
     from langchain_classic.chains.flare.base import FlareChain
     from langchain_classic.chains.flare.prompts import PROMPT, QUESTION_GENERATOR_PROMPT
 
-    llm = ChatTransformers(model=str(llama_dir), logprobs=True, max_new_tokens=12, min_new_tokens=12)
-    retriever = _RecordingRetriever(queries=[])
+    llm = ChatTransformers(
+        model=str(llama_dir), logprobs=True, max_new_tokens=12, min_new_tokens=12
+    )
+    retriever = _RecordingRetriever()
     chain = FlareChain(
         question_generator_chain=QUESTION_GENERATOR_PROMPT | llm | StrOutputParser(),
         response_chain=PROMPT | llm,

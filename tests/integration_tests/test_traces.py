@@ -59,23 +59,31 @@ def test_signals_equal_full_forward(chat: ChatTransformers) -> None:
         hidden=True,
         hidden_layer=0,
     )[0]
-    P, T = trace.num_prompt_tokens, trace.num_tokens
-    assert T == 24 and trace.finish_reason == "length"
+    n_prompt, n_new = trace.num_prompt_tokens, trace.num_tokens
+    assert n_new == 24 and trace.finish_reason == "length"
     out, _ = _reference(chat, trace)
-    logp = torch.log_softmax(out.logits[0].float(), dim=-1)[P - 1 : P - 1 + T]
+    logp = torch.log_softmax(out.logits[0].float(), dim=-1)[n_prompt - 1 : n_prompt - 1 + n_new]
     chosen = logp.gather(-1, torch.tensor(trace.token_ids)[:, None])[:, 0].numpy()
     entropy = (-(logp.exp() * logp).sum(-1)).numpy()
     np.testing.assert_allclose(trace.logprobs, chosen, atol=ATOL)
     np.testing.assert_allclose(trace.entropies, entropy, atol=ATOL)
     heads = out.attentions[-1][0]  # (heads, S, S)
-    np.testing.assert_allclose(trace.attention, heads.mean(0)[P : P + T, : P + T].numpy(), atol=ATOL)
     np.testing.assert_allclose(
-        trace.attention_head_max, heads.amax(0)[P : P + T, : P + T].numpy(), atol=ATOL
+        trace.attention,
+        heads.mean(0)[n_prompt : n_prompt + n_new, : n_prompt + n_new].numpy(),
+        atol=ATOL,
     )
-    # each row is a distribution over positions 0 .. P + t and zero after
-    np.testing.assert_allclose(trace.attention.sum(axis=1), np.ones(T), atol=1e-5)
-    assert trace.attention[0, P + 1 :].sum() == 0.0
-    np.testing.assert_allclose(trace.hidden, out.hidden_states[1][0, P + T - 1].numpy(), atol=ATOL)
+    np.testing.assert_allclose(
+        trace.attention_head_max,
+        heads.amax(0)[n_prompt : n_prompt + n_new, : n_prompt + n_new].numpy(),
+        atol=ATOL,
+    )
+    # each row is a distribution over positions 0 .. n_prompt + t and zero after
+    np.testing.assert_allclose(trace.attention.sum(axis=1), np.ones(n_new), atol=1e-5)
+    assert trace.attention[0, n_prompt + 1 :].sum() == 0.0
+    np.testing.assert_allclose(
+        trace.hidden, out.hidden_states[1][0, n_prompt + n_new - 1].numpy(), atol=ATOL
+    )
 
 
 def test_mlp_site_and_middle_layer(chat: ChatTransformers) -> None:
@@ -96,7 +104,9 @@ def test_hidden_at_appended_eos_after_length_finish(chat: ChatTransformers) -> N
     layers = len(decoder_layers(chat.hf_model))
     hidden_states = out.hidden_states
     # hidden_states[-1] is after the final norm in some models: use the layer output hook index
-    np.testing.assert_allclose(trace.hidden, _layer_output(chat, trace, [eos], layers - 1), atol=ATOL)
+    np.testing.assert_allclose(
+        trace.hidden, _layer_output(chat, trace, [eos], layers - 1), atol=ATOL
+    )
     assert hidden_states is not None
 
 
@@ -149,11 +159,8 @@ def test_stop_string_across_token_boundary(chat: ChatTransformers) -> None:
     assert trace.text == free.text[:cut]
     assert "".join(trace.tokens) == trace.text
     # decoding stopped at the token that completed the stop string
-    covered = 0
-    for count, piece in enumerate(free.tokens, start=1):
-        covered += len(piece)
-        if covered >= cut + len(stop):
-            break
+    ends = np.cumsum([len(piece) for piece in free.tokens])
+    count = int(np.argmax(ends >= cut + len(stop))) + 1
     assert trace.num_tokens == count
     np.testing.assert_array_equal(trace.token_ids, free.token_ids[:count])
 
