@@ -23,7 +23,8 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from typing_extensions import Self
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
@@ -197,9 +198,9 @@ class ChatTransformers(BaseChatModel):
         protected_namespaces=(),
     )
 
-    model: Any
+    model: str | PreTrainedModel
     """Hub id or local path to load, or an already loaded ``PreTrainedModel``."""
-    tokenizer: Any = None
+    tokenizer: PreTrainedTokenizerBase | None = None
     """Tokenizer for a loaded ``model``; loaded with ``AutoTokenizer`` when ``model`` is a path."""
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] | None = None
     """Attention kernel; ``"eager"`` is the only one that returns attention weights.
@@ -241,15 +242,26 @@ class ChatTransformers(BaseChatModel):
     """Format messages with the tokenizer's chat template. When ``False`` the message
     contents are joined with newlines and used as a plain completion prompt."""
 
-    _hf_model: Any = PrivateAttr(default=None)
-    _hf_tokenizer: Any = PrivateAttr(default=None)
+    _hf_model: PreTrainedModel = PrivateAttr(default=None)
+    _hf_tokenizer: PreTrainedTokenizerBase = PrivateAttr(default=None)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _check_model(cls, value: object) -> object:
+        if not isinstance(value, (str, PreTrainedModel)):
+            msg = (
+                f"model must be a hub id, a local path or a loaded PreTrainedModel; got "
+                f"{type(value).__name__}."
+            )
+            raise AdaptiveRAGError(msg)
+        return value
 
     @model_validator(mode="after")
     def _load(self) -> Self:
         if isinstance(self.model, str):
             self._hf_model, self._hf_tokenizer = self._load_from_path(self.model)
-        elif isinstance(self.model, torch.nn.Module):
+        else:
             if self.tokenizer is None:
                 msg = (
                     f"ChatTransformers got a loaded {type(self.model).__name__} without a "
@@ -263,12 +275,6 @@ class ChatTransformers(BaseChatModel):
                 self._hf_model.set_attn_implementation(self.attn_implementation)
             if self.device is not None:
                 self._hf_model.to(self.device)
-        else:
-            msg = (
-                f"model must be a hub id, a local path or a loaded PreTrainedModel; got "
-                f"{type(self.model).__name__}."
-            )
-            raise AdaptiveRAGError(msg)
         self._hf_model.eval()
         if self.use_chat_template and not getattr(self._hf_tokenizer, "chat_template", None):
             msg = (
@@ -279,7 +285,7 @@ class ChatTransformers(BaseChatModel):
             raise AdaptiveRAGError(msg)
         return self
 
-    def _load_from_path(self, name: str) -> tuple[Any, Any]:
+    def _load_from_path(self, name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model = AutoModelForCausalLM.from_pretrained(
@@ -341,12 +347,12 @@ class ChatTransformers(BaseChatModel):
         return str(getattr(self.model, "name_or_path", "") or type(self.model).__name__)
 
     @property
-    def hf_model(self) -> Any:
+    def hf_model(self) -> PreTrainedModel:
         """The underlying ``PreTrainedModel``."""
         return self._hf_model
 
     @property
-    def hf_tokenizer(self) -> Any:
+    def hf_tokenizer(self) -> PreTrainedTokenizerBase:
         """The underlying tokenizer."""
         return self._hf_tokenizer
 
@@ -713,27 +719,51 @@ class ChatTransformers(BaseChatModel):
 
     async def agenerate_trace(
         self,
-        prompt: str | Sequence[BaseMessage],
+        prompt: str | Sequence[BaseMessage] | Sequence[int],
         *,
         n: int = 1,
         include_greedy: bool = False,
         max_new_tokens: int | None = None,
+        min_new_tokens: int | None = None,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
         seed: int | None = None,
         stop: Sequence[str] | None = None,
+        signal_distribution: SignalDistribution | None = None,
+        top_logprobs: int = 0,
         attention: bool = False,
+        attention_layer: int = -1,
+        attention_head_max: bool = False,
         hidden: bool = False,
+        hidden_layer: int = -1,
+        hidden_site: HiddenSite = "residual",
+        hidden_at: HiddenPosition = "last",
     ) -> list[GenerationTrace]:
-        """Async :meth:`generate_trace` (runs in a worker thread) for the common options."""
+        """Async :meth:`generate_trace`: the same arguments, run in a worker thread."""
         return await asyncio.to_thread(
             self.generate_trace,
             prompt,
             n=n,
             include_greedy=include_greedy,
             max_new_tokens=max_new_tokens,
+            min_new_tokens=min_new_tokens,
+            do_sample=do_sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
             seed=seed,
             stop=stop,
+            signal_distribution=signal_distribution,
+            top_logprobs=top_logprobs,
             attention=attention,
+            attention_layer=attention_layer,
+            attention_head_max=attention_head_max,
             hidden=hidden,
+            hidden_layer=hidden_layer,
+            hidden_site=hidden_site,
+            hidden_at=hidden_at,
         )
 
     def forward_attention(self, text: str | Sequence[int], *, layer: int = -1) -> AttentionMatrix:
