@@ -236,3 +236,47 @@ def test_prompt_longer_than_context_is_explained(tmp_path: Path) -> None:
     chat = ChatTransformers(model=str(directory))
     with pytest.raises(PromptTooLongError, match="model's context holds 32 positions"):
         chat.generate_trace(PROMPT * 3, max_new_tokens=4)
+
+
+def _force_eos_on_call(chat: ChatTransformers, call: int):
+    """Make the ``call``-th forward pass (1 = prefill) put all its mass on EOS."""
+    eos = chat.hf_tokenizer.eos_token_id
+    calls = {"count": 0}
+
+    def hook(_module: torch.nn.Module, _args: object, output: torch.Tensor) -> torch.Tensor:
+        calls["count"] += 1
+        if calls["count"] != call:
+            return output
+        forced = output.clone()
+        forced[..., eos] = 1e4
+        return forced
+
+    return chat.hf_model.lm_head.register_forward_hook(hook)
+
+
+@pytest.mark.parametrize("hidden_at", ["last", "eos"])
+def test_eos_finish(chat: ChatTransformers, hidden_at: str) -> None:
+    handle = _force_eos_on_call(chat, 6)  # tokens 0-4 generated, EOS chosen for token 5
+    try:
+        trace = chat.generate_trace(
+            PROMPT, attention=True, hidden=True, hidden_layer=0, hidden_at=hidden_at
+        )[0]
+    finally:
+        handle.remove()
+    assert (trace.num_tokens, trace.finish_reason, trace.stop_string) == (5, "stop", None)
+    eos = chat.hf_tokenizer.eos_token_id
+    extra = [eos] if hidden_at == "eos" else []
+    np.testing.assert_allclose(trace.hidden, _layer_output(chat, trace, extra, 0), atol=ATOL)
+    out, _ = _reference(chat, trace)
+    n_prompt = trace.num_prompt_tokens
+    expected = out.attentions[-1][0].mean(0)[n_prompt : n_prompt + 5, : n_prompt + 5].numpy()
+    np.testing.assert_allclose(trace.attention, expected, atol=ATOL)
+
+
+def test_min_new_tokens_masks_eos(chat: ChatTransformers) -> None:
+    handle = _force_eos_on_call(chat, 2)
+    try:
+        trace = chat.generate_trace(PROMPT, max_new_tokens=4, min_new_tokens=3)[0]
+    finally:
+        handle.remove()
+    assert trace.num_tokens == 4 and trace.finish_reason == "length"
