@@ -49,3 +49,26 @@ def boundary_stop(pieces: list[str], text: str) -> str:
             if text.find(candidate) == offset - len(left[-2:]):
                 return candidate
     raise AssertionError(f"no two adjacent text tokens in {pieces!r}")
+
+
+class TinyChatParams:
+    """Constructor parameters of the standard LangChain suites (mixed into both)."""
+
+    @property
+    def chat_model_class(self) -> type:
+        from langchain_adaptive_rag import ChatTransformers
+
+        return ChatTransformers
+
+    @property
+    def chat_model_params(self) -> dict[str, object]:
+        return {"model": shared_tiny_llama(), "min_new_tokens": 2}
+
+    @property
+    def standard_chat_model_params(self) -> dict[str, object]:
+        # A local model has no network: timeout and max_retries do not apply.
+        return {"temperature": 0, "max_tokens": 100, "stop": []}
+
+    @property
+    def supports_model_override(self) -> bool:
+        return False
