@@ -6,6 +6,7 @@ tested against values computed by hand.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -15,10 +16,13 @@ import numpy as np
 __all__ = [
     "Word",
     "aggregate_words",
+    "first_sentence",
     "log_softmax",
     "merge_tokens_into_words",
+    "split_sentences",
     "token_entropy",
     "token_logprobs",
+    "tokens_covering",
 ]
 
 
@@ -140,3 +144,43 @@ def aggregate_words(
     }
     reduce = reducers[how]
     return np.array([reduce(array[w.start : w.end]) for w in words], dtype=np.float64)
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text after ``.``, ``!`` or ``?`` followed by whitespace or the end.
+
+    The pieces keep their leading whitespace, so ``"".join(split_sentences(t)) == t``.
+
+    Args:
+        text: Generated text.
+
+    Returns:
+        The sentences (a trailing fragment without an end mark is the last one).
+    """
+    sentences: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        sentences.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        sentences.append(text[start:])
+    return sentences
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` with its leading whitespace (``""`` for no text)."""
+    sentences = split_sentences(text)
+    return sentences[0] if sentences else ""
+
+
+def tokens_covering(tokens: Sequence[str], length: int) -> int:
+    """How many leading tokens it takes for their pieces to cover ``length`` characters."""
+    covered = 0
+    for count, piece in enumerate(tokens, start=1):
+        if covered >= length:
+            return count - 1
+        covered += len(piece)
+    return len(tokens)

@@ -7,15 +7,23 @@ the same layout as a model from the HuggingFace hub.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import torch
+
+from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.signals import tokens_covering
 
 __all__ = [
     "CHATML_TEMPLATE",
     "SPECIAL_TOKENS",
+    "FakeTraceModel",
+    "ScriptedResponse",
     "TinyArchitecture",
     "create_tiny_model",
     "train_tokenizer",
@@ -174,3 +182,106 @@ def create_tiny_model(
     model.save_pretrained(out)  # type: ignore[operator]
     tokenizer.save_pretrained(out)  # type: ignore[attr-defined]
     return out
+
+
+@dataclass(frozen=True)
+class ScriptedResponse:
+    """What a :class:`FakeTraceModel` generates for one call, with chosen signals.
+
+    ``tokens`` default to the text's words, each with its leading whitespace; the
+    per-token lists default to certainty (logprob 0, entropy 0).
+    """
+
+    text: str
+    tokens: tuple[str, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    entropies: tuple[float, ...] | None = None
+
+    def pieces(self) -> list[str]:
+        """The token pieces of the response."""
+        if self.tokens is not None:
+            if "".join(self.tokens) != self.text:
+                msg = f"ScriptedResponse tokens {self.tokens!r} do not join to {self.text!r}."
+                raise ValueError(msg)
+            return list(self.tokens)
+        return re.findall(r"\s*\S+", self.text) or ([self.text] if self.text else [])
+
+
+class FakeTraceModel:
+    """A scripted stand-in for :class:`~langchain_adaptive_rag.ChatTransformers` in graphs.
+
+    Each ``generate_trace`` call returns the next scripted response, cut to
+    ``max_new_tokens`` tokens and at the first stop string, and records its prompt, so a
+    test can check exactly what each node asked.
+    """
+
+    def __init__(
+        self, responses: Sequence[ScriptedResponse | str], *, attention_available: bool = True
+    ) -> None:
+        """Script the responses.
+
+        Args:
+            responses: One per expected call, in order (strings mean certain tokens).
+            attention_available: What :attr:`attention_available` reports.
+        """
+        self.responses = [
+            r if isinstance(r, ScriptedResponse) else ScriptedResponse(r) for r in responses
+        ]
+        self.prompts: list[str] = []
+        self._attention = attention_available
+
+    @property
+    def attention_available(self) -> bool:
+        """Whether attention capture is reported as available."""
+        return self._attention
+
+    def generate_trace(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        attention: bool = False,
+    ) -> list[GenerationTrace]:
+        """Return the next scripted response as a trace."""
+        if len(self.prompts) >= len(self.responses):
+            msg = (
+                f"FakeTraceModel was called {len(self.prompts) + 1} times but scripts "
+                f"{len(self.responses)} responses. Last prompt:\n{prompt}"
+            )
+            raise AssertionError(msg)
+        response = self.responses[len(self.prompts)]
+        self.prompts.append(prompt)
+        pieces = response.pieces()
+        count = len(pieces)
+        logprobs = list(response.logprobs or [0.0] * count)
+        entropies = list(response.entropies or [0.0] * count)
+        finish: Literal["stop", "length"] = "stop"
+        if max_new_tokens is not None and count > max_new_tokens:
+            pieces, count, finish = pieces[:max_new_tokens], max_new_tokens, "length"
+        text = "".join(pieces)
+        stop_string = None
+        for candidate in stop or ():
+            index = text.find(candidate)
+            if index >= 0:
+                count = tokens_covering(pieces, index + len(candidate))
+                pieces = pieces[:count]
+                text, stop_string, finish = text[:index], candidate, "stop"
+                break
+        kept: list[str] = []
+        used = 0
+        for piece in pieces:
+            kept.append(piece[: max(0, len(text) - used)])
+            used += len(piece)
+        return [
+            GenerationTrace(
+                prompt_ids=np.zeros(0, dtype=np.int64),
+                token_ids=np.arange(count, dtype=np.int64),
+                tokens=kept,
+                text=text,
+                logprobs=np.asarray(logprobs[:count], dtype=np.float32),
+                entropies=np.asarray(entropies[:count], dtype=np.float32),
+                finish_reason=finish,
+                stop_string=stop_string,
+            )
+        ]

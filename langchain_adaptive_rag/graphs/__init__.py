@@ -1,0 +1,1 @@
+"""One compiled LangGraph graph per adaptive-RAG method."""

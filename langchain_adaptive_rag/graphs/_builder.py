@@ -1,0 +1,110 @@
+"""The one graph builder every method shares."""
+
+from __future__ import annotations
+
+from langchain_core.retrievers import BaseRetriever
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
+from langchain_adaptive_rag.nodes import (
+    Node,
+    make_continue_generation_node,
+    make_draft_node,
+    make_finalize_node,
+    make_formulate_query_node,
+    make_rerank_node,
+    make_retrieve_node,
+    make_score_need_node,
+)
+from langchain_adaptive_rag.policy import Policy, RunContext, TraceModel
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.routing import route_after_continue, route_after_score_need
+from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, AdaptiveRAGState
+
+__all__ = ["AdaptiveRAGGraph", "build_adaptive_rag_graph"]
+
+AdaptiveRAGGraph = CompiledStateGraph[AdaptiveRAGState, None, AdaptiveRAGInput, AdaptiveRAGOutput]
+"""A compiled adaptive-RAG graph: input ``{"question"}``, output ``{"answer", "text",
+"retrievals", "counts"}``."""
+
+
+def build_adaptive_rag_graph(
+    policy: Policy,
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """Wire the seven nodes around ``policy`` and compile.
+
+    ``draft -> score_need -> (formulate_query -> retrieve -> rerank ->)
+    continue_generation -> draft ... -> finalize``.
+
+    Args:
+        policy: The method.
+        model: ``ChatTransformers`` (or any object with its ``generate_trace``).
+        retriever: Any LangChain retriever.
+        prompts: Prompt templates (default: :class:`QAPrompts`).
+        checkpointer: Passed to ``compile``.
+        name: Graph name (default: the method's name).
+
+    Returns:
+        The compiled graph: input ``{"question"}``, output ``{"answer", "text",
+        "retrievals", "counts"}``.
+
+    Raises:
+        AttentionUnavailableError: The method needs attention and the model has none.
+    """
+    if policy.needs_attention and not model.attention_available:
+        raise AttentionUnavailableError(
+            getattr(
+                getattr(getattr(model, "hf_model", None), "config", None),
+                "_attn_implementation",
+                None,
+            )
+        )
+    if not isinstance(retriever, BaseRetriever):
+        msg = (
+            f"retriever must be a LangChain BaseRetriever, got {type(retriever).__name__}. "
+            "Fix: create_bm25_retriever(texts) or any retriever (vector_store.as_retriever())."
+        )
+        raise AdaptiveRAGError(msg)
+    ctx = RunContext(model=model, retriever=retriever, prompts=prompts or QAPrompts())
+    graph = StateGraph(
+        AdaptiveRAGState, input_schema=AdaptiveRAGInput, output_schema=AdaptiveRAGOutput
+    )
+    nodes: dict[str, Node] = {
+        "draft": make_draft_node(policy, ctx),
+        "score_need": make_score_need_node(policy, ctx),
+        "formulate_query": make_formulate_query_node(policy, ctx),
+        "retrieve": make_retrieve_node(policy, ctx),
+        "rerank": make_rerank_node(policy, ctx),
+        "continue_generation": make_continue_generation_node(policy, ctx),
+        "finalize": make_finalize_node(policy, ctx),
+    }
+    for node_name, action in nodes.items():
+        graph.add_node(node_name, action)  # type: ignore[call-overload]
+    graph.add_edge(START, "draft")
+    graph.add_edge("draft", "score_need")
+    graph.add_conditional_edges(
+        "score_need",
+        route_after_score_need,
+        {
+            "formulate_query": "formulate_query",
+            "continue_generation": "continue_generation",
+            "draft": "draft",
+            "finalize": "finalize",
+        },
+    )
+    graph.add_edge("formulate_query", "retrieve")
+    graph.add_edge("retrieve", "rerank")
+    graph.add_edge("rerank", "continue_generation")
+    graph.add_conditional_edges(
+        "continue_generation", route_after_continue, {"draft": "draft", "finalize": "finalize"}
+    )
+    graph.add_edge("finalize", END)
+    return graph.compile(checkpointer=checkpointer, name=name or policy.name)

@@ -1,0 +1,200 @@
+"""Baselines with a fixed retrieval schedule (DRAGIN paper, section 4.2).
+
+- wo-RAG: never retrieve; one generation.
+- SR-RAG: retrieve once with the question, then generate.
+- FL-RAG: every ``n`` tokens, retrieve with the previous ``n`` tokens (first: the question).
+- FS-RAG: every sentence, retrieve with the previous sentence (first: the question).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langchain_core.retrievers import BaseRetriever
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.signals import first_sentence, tokens_covering
+from langchain_adaptive_rag.state import AdaptiveRAGState
+
+__all__ = [
+    "FixLengthConfig",
+    "FixLengthPolicy",
+    "FixSentenceConfig",
+    "FixSentencePolicy",
+    "NoRetrievalPolicy",
+    "SingleRoundPolicy",
+    "create_fix_length_graph",
+    "create_fix_sentence_graph",
+    "create_no_retrieval_graph",
+    "create_single_round_graph",
+]
+
+
+class NoRetrievalPolicy(Policy):
+    """wo-RAG: draft the whole answer, never retrieve."""
+
+    name = "no_retrieval"
+
+
+class _RetrieveEveryRound(Policy):
+    """Skip the look-ahead: every round retrieves, then generates with the documents."""
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """No look-ahead: the schedule alone decides."""
+        return {}
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Always retrieve (no trigger, score or threshold)."""
+        pending = {
+            "trigger_position": None,
+            "trigger_word": None,
+            "score": None,
+            "threshold": None,
+        }
+        return {"route": "retrieve", "pending": pending}
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The text accepted last round; the question in the first round."""
+        previous = state.get("last_accepted", "").strip()
+        return previous or state["question"]
+
+
+class SingleRoundPolicy(_RetrieveEveryRound):
+    """SR-RAG: one retrieval with the question, before any text."""
+
+    name = "single_round"
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Retrieve in the first round only."""
+        if state.get("step", 0) == 0:
+            return super().score_need(ctx, state)
+        return {"route": "continue"}  # keep generating with the same documents
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The question."""
+        return state["question"]
+
+
+@dataclass(frozen=True)
+class FixLengthConfig(GenerationConfig):
+    """FL-RAG settings."""
+
+    fix_length: int = 32
+    """Tokens generated between retrievals (``n``). The DRAGIN code reads
+    ``fix_length`` from its config but its configs never set it; 32 is this package's
+    choice: about one sentence of the papers' chain-of-thought answers."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.fix_length < 1:
+            msg = f"FixLengthConfig.fix_length must be >= 1, got {self.fix_length}."
+            raise AdaptiveRAGError(msg)
+
+
+class FixLengthPolicy(_RetrieveEveryRound):
+    """FL-RAG: retrieve with the previous chunk, generate the next ``n`` tokens."""
+
+    name = "fix_length"
+    config: FixLengthConfig
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate the next ``fix_length`` tokens with the documents; accept them all."""
+        chunk = min(self.config.fix_length, self.remaining(state))
+        trace = self.generate(ctx, state, state.get("docs", []), max_new_tokens=chunk)
+        update = self.accept(ctx, state, trace.text, trace.num_tokens)
+        update["counts"] = bump(
+            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+        )
+        update["step"] = state.get("step", 0) + 1
+        return update
+
+
+@dataclass(frozen=True)
+class FixSentenceConfig(GenerationConfig):
+    """FS-RAG settings (sentences end at ``.``, ``!`` or ``?`` before a space)."""
+
+
+class FixSentencePolicy(_RetrieveEveryRound):
+    """FS-RAG: retrieve with the previous sentence, keep the next sentence only."""
+
+    name = "fix_sentence"
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate with the documents; accept the first sentence only."""
+        trace = self.generate(ctx, state, state.get("docs", []))
+        sentence = first_sentence(trace.text)
+        kept_tokens = tokens_covering(trace.tokens, len(sentence))
+        update = self.accept(ctx, state, sentence, kept_tokens)
+        update["counts"] = bump(
+            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+        )
+        update["step"] = state.get("step", 0) + 1
+        return update
+
+
+def create_no_retrieval_graph(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    config: GenerationConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """wo-RAG graph: the model answers from its own knowledge (``retriever`` is unused)."""
+    policy = NoRetrievalPolicy(config or GenerationConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )
+
+
+def create_single_round_graph(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    config: GenerationConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """SR-RAG graph: retrieve with the question once, then answer with the documents."""
+    policy = SingleRoundPolicy(config or GenerationConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )
+
+
+def create_fix_length_graph(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    config: FixLengthConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """FL-RAG graph: retrieve every ``config.fix_length`` tokens."""
+    policy = FixLengthPolicy(config or FixLengthConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )
+
+
+def create_fix_sentence_graph(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    config: FixSentenceConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """FS-RAG graph: retrieve before every sentence."""
+    policy = FixSentencePolicy(config or FixSentenceConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )

@@ -1,0 +1,213 @@
+"""The contract between a method and the shared graph builder.
+
+A method is a :class:`Policy`: what to draft, whether the draft needs retrieval, which
+query to send, how to re-rank, how to continue with documents and how to finalize. The
+builder wires the same seven nodes for every method; the policy fills them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from langchain_core.retrievers import BaseRetriever
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer
+from langchain_adaptive_rag.state import AdaptiveRAGState, Counts, RetrievedDoc
+
+__all__ = [
+    "GenerationConfig",
+    "NeedRoute",
+    "Policy",
+    "RunContext",
+    "TraceModel",
+    "bump",
+]
+
+NeedRoute = Literal["retrieve", "continue", "draft", "finalize"]
+"""Where score_need sends the run: retrieve (formulate_query), continue without new
+documents, draft again, or finalize."""
+
+
+class TraceModel(Protocol):
+    """What the graphs need from a model (``ChatTransformers`` or a test double)."""
+
+    def generate_trace(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        attention: bool = False,
+    ) -> list[GenerationTrace]:
+        """Generate from a completion prompt; see ``ChatTransformers.generate_trace``."""
+        ...
+
+    @property
+    def attention_available(self) -> bool:
+        """Whether attention rows can be captured."""
+        ...
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Settings every method shares (the DRAGIN code's names in brackets)."""
+
+    generate_max_length: int = 64
+    """Token budget of the whole answer [``generate_max_length``]: 64 / 100 / 128 by
+    dataset in the DRAGIN configs."""
+    retrieve_topk: int = 3
+    """Documents per retrieval [``retrieve_topk``]."""
+    max_rounds: int = 20
+    """Upper bound on generation rounds (a safety net; the budget normally ends a run)."""
+    forced_answer_tokens: int = 20
+    """Tokens generated after the forced ``So the answer is`` when no answer was given."""
+
+    def __post_init__(self) -> None:
+        for name in ("generate_max_length", "retrieve_topk", "max_rounds", "forced_answer_tokens"):
+            value = getattr(self, name)
+            if value < 1:
+                msg = f"{type(self).__name__}.{name} must be >= 1, got {value}."
+                raise AdaptiveRAGError(msg)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The dependencies a policy works with."""
+
+    model: TraceModel
+    retriever: BaseRetriever
+    prompts: QAPrompts
+
+
+def bump(counts: Counts | None, **deltas: int) -> Counts:
+    """Return ``counts`` with ``deltas`` added (missing counters start at 0)."""
+    base: Counts = {"retrievals": 0, "llm_calls": 0, "generated_tokens": 0, "rounds": 0}
+    if counts:
+        base.update(counts)
+    for key, delta in deltas.items():
+        base[key] += delta  # type: ignore[literal-required]
+    return base
+
+
+class Policy:
+    """Base policy: never retrieves, generates the whole answer in one draft.
+
+    Subclasses override the steps their method changes. Every step takes the run
+    context and the current state and returns a partial state update.
+    """
+
+    name = "no_retrieval"
+    needs_attention = False
+
+    def __init__(self, config: GenerationConfig) -> None:
+        """Keep the method's configuration.
+
+        Args:
+            config: The method's frozen configuration.
+        """
+        self.config = config
+
+    # -- shared helpers ------------------------------------------------------------------
+
+    def remaining(self, state: AdaptiveRAGState) -> int:
+        """Tokens left in the answer budget."""
+        return self.config.generate_max_length - state.get("answer_tokens", 0)
+
+    def generate(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        docs: Sequence[RetrievedDoc] = (),
+        *,
+        max_new_tokens: int | None = None,
+        attention: bool = False,
+    ) -> GenerationTrace:
+        """Continue the answer from the accepted text, with ``docs`` in the prompt."""
+        prompt = build_prompt(ctx.prompts, state["question"], state.get("text", ""), docs)
+        budget = max(1, max_new_tokens or self.remaining(state))
+        return ctx.model.generate_trace(
+            prompt, max_new_tokens=budget, stop=ctx.prompts.stop, attention=attention
+        )[0]
+
+    def accept(
+        self, ctx: RunContext, state: AdaptiveRAGState, new_text: str, new_tokens: int
+    ) -> dict[str, object]:
+        """State update that appends ``new_text`` and says whether generation is over."""
+        text = state.get("text", "") + new_text
+        used = state.get("answer_tokens", 0) + new_tokens
+        finished = (
+            ctx.prompts.answer_marker in text.lower()
+            or used >= self.config.generate_max_length
+            or new_tokens == 0
+            or state.get("step", 0) + 1 >= self.config.max_rounds
+        )
+        return {
+            "text": text,
+            "last_accepted": new_text,
+            "answer_tokens": used,
+            "finished": finished,
+        }
+
+    # -- the seven steps ------------------------------------------------------------------
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate a look-ahead continuation (no new documents)."""
+        trace = self.generate(ctx, state, state.get("docs", []) if self.keeps_docs else ())
+        return {
+            "draft": trace.text,
+            "draft_tokens": list(trace.tokens),
+            "draft_logprobs": [float(x) for x in trace.logprobs],
+            "draft_entropies": [float(x) for x in trace.entropies],
+            "counts": bump(
+                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+            ),
+        }
+
+    keeps_docs = False
+    """Whether drafts keep showing the last retrieved documents."""
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Decide whether the draft needs retrieval; by default accept it whole."""
+        update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
+        update["route"] = "finalize" if update["finished"] else "draft"
+        update["step"] = state.get("step", 0) + 1
+        return update
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The retrieval query; by default the question."""
+        return state["question"]
+
+    def rerank(
+        self, ctx: RunContext, state: AdaptiveRAGState, docs: list[RetrievedDoc]
+    ) -> tuple[list[RetrievedDoc], list[int] | None]:
+        """Order or filter retrieved documents; by default keep the retriever's order."""
+        return docs, None
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate with the retrieved documents and accept the whole continuation."""
+        trace = self.generate(ctx, state, state.get("docs", []))
+        update = self.accept(ctx, state, trace.text, trace.num_tokens)
+        update["counts"] = bump(
+            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+        )
+        update["step"] = state.get("step", 0) + 1
+        return update
+
+    def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Extract the answer; force one with ``So the answer is`` when it is missing."""
+        text = state.get("text", "")
+        answer = extract_answer(text, ctx.prompts.answer_marker)
+        counts = state.get("counts")
+        if answer is None:
+            prompt = build_prompt(ctx.prompts, state["question"], text + ctx.prompts.forced_answer)
+            trace = ctx.model.generate_trace(
+                prompt, max_new_tokens=self.config.forced_answer_tokens, stop=ctx.prompts.stop
+            )[0]
+            answer = trace.text.strip().rstrip(".").strip()
+            text = text + ctx.prompts.forced_answer + trace.text
+            counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
+        return {"answer": answer, "text": text, "counts": bump(counts)}

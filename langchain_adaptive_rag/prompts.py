@@ -1,0 +1,112 @@
+r"""Prompt templates and answer extraction shared by the methods.
+
+The default format is the one of the DRAGIN code: few-shot exemplars
+``Question: {q}\\nAnswer: {reasoning} So the answer is {a}.``, then (with retrieval) a
+numbered ``Context:`` block, then the case ``Question: {q}\\nAnswer:`` followed by the
+answer generated so far.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_adaptive_rag.state import RetrievedDoc
+
+__all__ = ["DEFAULT_EXEMPLARS", "Exemplar", "QAPrompts", "build_prompt", "extract_answer"]
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    """One few-shot demonstration."""
+
+    question: str
+    reasoning: str
+    answer: str
+
+
+DEFAULT_EXEMPLARS: tuple[Exemplar, ...] = (
+    Exemplar(
+        question="When was the director of film Blue Harbour born?",
+        reasoning="The film Blue Harbour was directed by Anna Berg. Anna Berg was born in 1931.",
+        answer="1931",
+    ),
+    Exemplar(
+        question="Who was born first, Carl Lind or Maria Holm?",
+        reasoning="Carl Lind was born in 1902. Maria Holm was born in 1899.",
+        answer="Maria Holm",
+    ),
+)
+"""Two multi-hop demonstrations in the 2WikiMultihopQA style."""
+
+
+@dataclass(frozen=True)
+class QAPrompts:
+    """Overridable templates of the few-shot QA prompt."""
+
+    exemplars: tuple[Exemplar, ...] = DEFAULT_EXEMPLARS
+    """Few-shot demonstrations (may be empty)."""
+    exemplar_template: str = (
+        "Question: {question}\nAnswer: {reasoning} So the answer is {answer}.\n"
+    )
+    """One demonstration; fields ``question``, ``reasoning``, ``answer``."""
+    context_template: str = "Context:\n{docs}Answer in the same format as before.\n"
+    """The retrieved-documents block; field ``docs`` (the formatted documents)."""
+    doc_template: str = "[{index}] {text}\n"
+    """One document; fields ``index`` (from 1) and ``text``."""
+    case_template: str = "Question: {question}\nAnswer:"
+    """The question being answered; the answer so far follows it."""
+    answer_marker: str = "the answer is"
+    """Generation stops once this appears; the answer is the text after it."""
+    forced_answer: str = " So the answer is "
+    """Appended when no answer was given, to force one."""
+    stop: tuple[str, ...] = field(default=("\n",))
+    """Stop strings of every generation (the case's answer is one line)."""
+
+
+def build_prompt(
+    prompts: QAPrompts, question: str, text: str = "", docs: Sequence[RetrievedDoc] = ()
+) -> str:
+    """The full completion prompt for ``question`` with the answer so far and documents.
+
+    Args:
+        prompts: Templates.
+        question: The question.
+        text: Answer text accepted so far (appended verbatim after the case).
+        docs: Documents to show in the context block.
+
+    Returns:
+        The prompt text.
+    """
+    parts = [
+        prompts.exemplar_template.format(
+            question=e.question, reasoning=e.reasoning, answer=e.answer
+        )
+        for e in prompts.exemplars
+    ]
+    if docs:
+        block = "".join(
+            prompts.doc_template.format(index=i, text=d["text"]) for i, d in enumerate(docs, 1)
+        )
+        parts.append(prompts.context_template.format(docs=block))
+    parts.append(prompts.case_template.format(question=question) + text)
+    return "".join(parts)
+
+
+def extract_answer(text: str, marker: str = "the answer is") -> str | None:
+    """The text after the last ``marker`` (case-insensitive), without trailing period.
+
+    Args:
+        text: Generated answer text.
+        marker: The phrase that introduces the answer.
+
+    Returns:
+        The answer, or ``None`` when the marker is absent.
+    """
+    matches = list(re.finditer(re.escape(marker), text, flags=re.IGNORECASE))
+    if not matches:
+        return None
+    answer = text[matches[-1].end() :].strip()
+    answer = answer.split("\n", 1)[0].strip()
+    return answer[:-1].strip() if answer.endswith(".") else answer

@@ -1,0 +1,201 @@
+"""Fixed-schedule baselines on a scripted model: where retrieval fires, with which query."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs.fixed import (
+    FixLengthConfig,
+    create_fix_length_graph,
+    create_fix_sentence_graph,
+    create_no_retrieval_graph,
+    create_single_round_graph,
+)
+from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrievers import create_bm25_retriever
+from langchain_adaptive_rag.testing import FakeTraceModel
+
+QUESTION = "When was the director of film Blue Harbour born?"
+PASSAGES = [
+    "Blue Harbour is a 1962 film directed by Anna Berg.",
+    "Anna Berg (born 1931) is a Swedish film director.",
+    "Carl Lind was born in Oslo in 1902.",
+]
+NO_SHOTS = QAPrompts(exemplars=())
+
+
+class RecordingRetriever(BaseRetriever):
+    """Returns fixed documents and records every query."""
+
+    queries: list[str] = Field(default_factory=list)
+    fail: bool = False
+    empty: bool = False
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        self.queries.append(query)
+        if self.fail:
+            raise ConnectionError("search service down")
+        if self.empty:
+            return []
+        return [Document(id=f"p{i}", page_content=t) for i, t in enumerate(PASSAGES)]
+
+
+def test_no_retrieval_answers_in_one_call() -> None:
+    model = FakeTraceModel([" Blue Harbour was directed by Anna Berg. So the answer is 1931.\n"])
+    graph = create_no_retrieval_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
+    result = graph.invoke({"question": QUESTION})
+    assert result["answer"] == "1931"
+    assert result["text"] == " Blue Harbour was directed by Anna Berg. So the answer is 1931."
+    assert result["retrievals"] == []
+    assert result["counts"] == {"retrievals": 0, "llm_calls": 1, "generated_tokens": 12, "rounds": 1}
+    assert model.prompts == [f"Question: {QUESTION}\nAnswer:"]
+
+
+def test_single_round_retrieves_with_the_question_first() -> None:
+    model = FakeTraceModel([" Anna Berg was born in 1931. So the answer is 1931."])
+    retriever = RecordingRetriever()
+    result = create_single_round_graph(model, retriever, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == [QUESTION]
+    assert model.prompts[0] == (
+        "Context:\n[1] " + PASSAGES[0] + "\n[2] " + PASSAGES[1] + "\n[3] " + PASSAGES[2]
+        + "\nAnswer in the same format as before.\n"
+        f"Question: {QUESTION}\nAnswer:"
+    )
+    (event,) = result["retrievals"]
+    assert event["query"] == QUESTION and event["step"] == 0
+    assert event["doc_ids"] == ["p0", "p1", "p2"]
+    assert event["trigger_position"] is None and event["score"] is None
+    assert result["answer"] == "1931"
+
+
+def test_fix_length_retrieves_every_n_tokens_with_the_previous_chunk() -> None:
+    model = FakeTraceModel(
+        [
+            " Blue Harbour was directed",  # 4 tokens, cut to 3
+            " by Anna Berg",
+            " who was born",
+            " in 1931. So",
+            " the answer is 1931.",
+        ]
+    )
+    retriever = RecordingRetriever()
+    graph = create_fix_length_graph(
+        model,
+        retriever,
+        config=FixLengthConfig(fix_length=3, generate_max_length=64),
+        prompts=NO_SHOTS,
+    )
+    result = graph.invoke({"question": QUESTION})
+    assert retriever.queries == [
+        QUESTION,
+        "Blue Harbour was",
+        "by Anna Berg",
+        "who was born",
+        "in 1931. So",
+    ]
+    assert result["text"] == " Blue Harbour was by Anna Berg who was born in 1931. So the answer is"
+    assert result["counts"]["retrievals"] == 5
+    assert [e["step"] for e in result["retrievals"]] == [0, 1, 2, 3, 4]
+    # each chunk is generated after the text accepted so far
+    assert model.prompts[2].endswith("Answer: Blue Harbour was by Anna Berg")
+
+
+def test_fix_length_stops_at_the_budget() -> None:
+    model = FakeTraceModel([" a b c", " d e f", " g h i"])
+    graph = create_fix_length_graph(
+        model,
+        RecordingRetriever(),
+        config=FixLengthConfig(fix_length=3, generate_max_length=5),
+        prompts=NO_SHOTS,
+    )
+    # 3 + 2 tokens fill the budget; no answer marker, so one forced-answer call follows
+    result = graph.invoke({"question": QUESTION})
+    assert result["text"].startswith(" a b c d e So the answer is ")
+    assert result["counts"]["retrievals"] == 2
+    assert model.prompts[-1].endswith("Answer: a b c d e So the answer is ")
+    assert result["answer"] == "g h i"
+
+
+def test_fix_sentence_keeps_one_sentence_per_retrieval() -> None:
+    model = FakeTraceModel(
+        [
+            " Blue Harbour was directed by Anna Berg. She was born in 1931.",
+            " Anna Berg was born in 1931. So the answer is 1931.",
+            " So the answer is 1931.",
+        ]
+    )
+    retriever = RecordingRetriever()
+    result = create_fix_sentence_graph(model, retriever, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == [
+        QUESTION,
+        "Blue Harbour was directed by Anna Berg.",
+        "Anna Berg was born in 1931.",
+    ]
+    assert result["text"] == (
+        " Blue Harbour was directed by Anna Berg. Anna Berg was born in 1931. So the answer is 1931."
+    )
+    assert result["answer"] == "1931"
+    # generated tokens count everything generated; the budget counts accepted tokens only
+    assert result["counts"]["generated_tokens"] == 12 + 11 + 5
+
+
+def test_failing_retriever_is_recorded_and_generation_goes_on() -> None:
+    model = FakeTraceModel([" So the answer is 1931."])
+    retriever = RecordingRetriever(fail=True)
+    result = create_single_round_graph(model, retriever, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    (event,) = result["retrievals"]
+    assert event["note"] == "retriever raised ConnectionError: search service down"
+    assert event["doc_ids"] == []
+    assert "Context:" not in model.prompts[0]
+    assert result["answer"] == "1931"
+
+
+def test_empty_retrieval_is_recorded() -> None:
+    model = FakeTraceModel([" So the answer is 1931."])
+    result = create_single_round_graph(
+        model, RecordingRetriever(empty=True), prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"][0]["note"] == "retriever returned no documents"
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_empty_question_is_explained(question: str) -> None:
+    graph = create_no_retrieval_graph(FakeTraceModel([]), RecordingRetriever())
+    with pytest.raises(AdaptiveRAGError, match="Expected a non-empty string"):
+        graph.invoke({"question": question})
+
+
+def test_bm25_default_retriever_and_top_k() -> None:
+    model = FakeTraceModel([" So the answer is 1931."])
+    retriever = create_bm25_retriever(PASSAGES)
+    result = create_single_round_graph(
+        model, retriever, config=GenerationConfig(retrieve_topk=2), prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    (event,) = result["retrievals"]
+    assert event["doc_ids"] == ["doc-0", "doc-1"]
+
+
+def test_not_a_retriever_is_explained() -> None:
+    with pytest.raises(AdaptiveRAGError, match="retriever must be a LangChain BaseRetriever"):
+        create_no_retrieval_graph(FakeTraceModel([]), PASSAGES)  # type: ignore[arg-type]
+
+
+def test_config_values_are_checked() -> None:
+    with pytest.raises(AdaptiveRAGError, match="fix_length must be >= 1, got 0"):
+        FixLengthConfig(fix_length=0)
+    with pytest.raises(AdaptiveRAGError, match="generate_max_length must be >= 1"):
+        GenerationConfig(generate_max_length=0)
