@@ -14,14 +14,18 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
+    "FlareDecision",
     "Word",
     "aggregate_words",
     "first_sentence",
+    "flare_sentence_score",
     "log_softmax",
+    "masked_query",
     "merge_tokens_into_words",
     "split_sentences",
     "token_entropy",
     "token_logprobs",
+    "token_sentences",
     "tokens_covering",
 ]
 
@@ -184,3 +188,88 @@ def tokens_covering(tokens: Sequence[str], length: int) -> int:
             return count - 1
         covered += len(piece)
     return len(tokens)
+
+
+def token_sentences(tokens: Sequence[str]) -> list[tuple[int, int]]:
+    """Token ranges ``(start, end)`` of the sentences of the joined token pieces.
+
+    A token that straddles a sentence end belongs to the earlier sentence; trailing
+    whitespace-only tokens join the last sentence.
+
+    Args:
+        tokens: Token pieces (``"".join(tokens)`` is the text).
+
+    Returns:
+        Consecutive ranges covering every token.
+    """
+    text = "".join(tokens)
+    ranges: list[tuple[int, int]] = []
+    start_token = 0
+    offset = 0
+    for sentence in split_sentences(text):
+        offset += len(sentence)
+        end_token = tokens_covering(tokens, offset)
+        if end_token > start_token:
+            ranges.append((start_token, end_token))
+            start_token = end_token
+    if start_token < len(tokens):
+        if ranges:
+            ranges[-1] = (ranges[-1][0], len(tokens))
+        else:
+            ranges.append((0, len(tokens)))
+    return ranges
+
+
+@dataclass(frozen=True)
+class FlareDecision:
+    """FLARE's verdict on one sentence."""
+
+    uncertain: bool
+    """Whether the sentence triggers retrieval."""
+    score: float
+    """``min p`` (rule ``any_token``) or ``mean(1 - p)`` (rule ``mean``)."""
+    position: int
+    """Index (within the sentence) of its least probable token."""
+
+
+def flare_sentence_score(
+    probs: Sequence[float] | np.ndarray, theta: float, rule: Literal["any_token", "mean"]
+) -> FlareDecision:
+    """Whether a sentence is uncertain by FLARE's rule.
+
+    ``any_token`` (the FLARE paper): some token has ``p < theta``. ``mean`` (the DRAGIN
+    code's variant): ``mean(1 - p) > theta`` over the sentence's tokens.
+
+    Args:
+        probs: Probability of each token of the sentence.
+        theta: The threshold.
+        rule: Which rule.
+
+    Returns:
+        The decision, its score and the least probable token's position.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.size == 0:
+        return FlareDecision(uncertain=False, score=1.0 if rule == "any_token" else 0.0, position=0)
+    position = int(np.argmin(p))
+    if rule == "any_token":
+        return FlareDecision(
+            uncertain=bool(p[position] < theta), score=float(p[position]), position=position
+        )
+    score = float(np.mean(1.0 - p))
+    return FlareDecision(uncertain=score > theta, score=score, position=position)
+
+
+def masked_query(tokens: Sequence[str], probs: Sequence[float] | np.ndarray, beta: float) -> str:
+    """FLARE's masked query: the sentence without its tokens of probability below ``beta``.
+
+    Args:
+        tokens: The sentence's token pieces.
+        probs: Their probabilities.
+        beta: Tokens with ``p < beta`` are removed.
+
+    Returns:
+        The remaining text with whitespace collapsed.
+    """
+    kept = "".join(t for t, p in zip(tokens, probs, strict=True) if p >= beta)
+    return " ".join(kept.split())

@@ -55,7 +55,12 @@ def test_no_retrieval_answers_in_one_call() -> None:
     assert result["answer"] == "1931"
     assert result["text"] == " Blue Harbour was directed by Anna Berg. So the answer is 1931."
     assert result["retrievals"] == []
-    assert result["counts"] == {"retrievals": 0, "llm_calls": 1, "generated_tokens": 12, "rounds": 1}
+    assert result["counts"] == {
+        "retrievals": 0,
+        "llm_calls": 1,
+        "generated_tokens": 12,
+        "rounds": 1,
+    }
     assert model.prompts == [f"Question: {QUESTION}\nAnswer:"]
 
 
@@ -67,7 +72,12 @@ def test_single_round_retrieves_with_the_question_first() -> None:
     )
     assert retriever.queries == [QUESTION]
     assert model.prompts[0] == (
-        "Context:\n[1] " + PASSAGES[0] + "\n[2] " + PASSAGES[1] + "\n[3] " + PASSAGES[2]
+        "Context:\n[1] "
+        + PASSAGES[0]
+        + "\n[2] "
+        + PASSAGES[1]
+        + "\n[3] "
+        + PASSAGES[2]
         + "\nAnswer in the same format as before.\n"
         f"Question: {QUESTION}\nAnswer:"
     )
@@ -144,7 +154,8 @@ def test_fix_sentence_keeps_one_sentence_per_retrieval() -> None:
         "Anna Berg was born in 1931.",
     ]
     assert result["text"] == (
-        " Blue Harbour was directed by Anna Berg. Anna Berg was born in 1931. So the answer is 1931."
+        " Blue Harbour was directed by Anna Berg. Anna Berg was born in 1931."
+        " So the answer is 1931."
     )
     assert result["answer"] == "1931"
     # generated tokens count everything generated; the budget counts accepted tokens only

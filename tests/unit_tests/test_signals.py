@@ -83,3 +83,59 @@ def test_aggregate_words_mean_and_sum_by_hand() -> None:
     np.testing.assert_allclose(aggregate_words(values, words, "mean"), [0.5, 2.0])
     np.testing.assert_allclose(aggregate_words(values, words, "sum"), [0.5, 6.0])
     np.testing.assert_allclose(aggregate_words(values, words, "max"), [0.5, 3.0])
+
+
+def test_split_sentences_and_first_sentence() -> None:
+    from langchain_adaptive_rag.signals import first_sentence, split_sentences
+
+    text = " Anna Berg directed it. She was born in 1931! Why? Because 3.5 is"
+    assert split_sentences(text) == [
+        " Anna Berg directed it.",
+        " She was born in 1931!",
+        " Why?",
+        " Because 3.5 is",
+    ]
+    assert first_sentence(text) == " Anna Berg directed it."
+    assert first_sentence("") == ""
+
+
+def test_tokens_covering() -> None:
+    from langchain_adaptive_rag.signals import tokens_covering
+
+    tokens = [" Anna", " Berg", ".", " She"]
+    assert tokens_covering(tokens, 11) == 3  # " Anna Berg." is 11 characters
+    assert tokens_covering(tokens, 10) == 2
+    assert tokens_covering(tokens, 6) == 2  # a straddled token counts
+    assert tokens_covering(tokens, 0) == 0
+    assert tokens_covering(tokens, 99) == 4
+
+
+def test_token_sentences() -> None:
+    from langchain_adaptive_rag.signals import token_sentences
+
+    tokens = [" Anna", " Berg", ".", " She", " was", " born", ".", " So"]
+    assert token_sentences(tokens) == [(0, 3), (3, 7), (7, 8)]
+    assert token_sentences([" a", " b"]) == [(0, 2)]
+    assert token_sentences([]) == []
+
+
+def test_flare_rules_by_hand() -> None:
+    from langchain_adaptive_rag.signals import flare_sentence_score
+
+    probs = [0.9, 0.3, 0.8]
+    any_token = flare_sentence_score(probs, theta=0.4, rule="any_token")
+    assert (any_token.uncertain, any_token.score, any_token.position) == (True, 0.3, 1)
+    assert not flare_sentence_score(probs, theta=0.25, rule="any_token").uncertain
+    # mean(1 - p) = (0.1 + 0.7 + 0.2) / 3 = 1/3
+    mean = flare_sentence_score(probs, theta=0.3, rule="mean")
+    assert mean.uncertain and mean.score == pytest.approx(1 / 3)
+    assert not flare_sentence_score(probs, theta=0.34, rule="mean").uncertain
+
+
+def test_masked_query_by_hand() -> None:
+    from langchain_adaptive_rag.signals import masked_query
+
+    tokens = [" Anna", " Berg", " was", " born", " in", " 1931", "."]
+    probs = [0.9, 0.95, 0.9, 0.9, 0.8, 0.1, 0.7]
+    assert masked_query(tokens, probs, beta=0.4) == "Anna Berg was born in."
+    assert masked_query(tokens, probs, beta=0.99) == ""

@@ -1,0 +1,98 @@
+"""FLARE on scripted signals: the trigger, the masked query, truncation and continuation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs.flare import FLAREConfig, create_flare_graph
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
+from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
+
+NO_SHOTS = QAPrompts(exemplars=())
+LOG = math.log
+
+
+def _draft() -> ScriptedResponse:
+    # sentence 1 is confident; in sentence 2 "1931" has p = 0.1 and "born" p = 0.35
+    tokens = (
+        " It",
+        " was",
+        " directed",
+        " by",
+        " Anna",
+        " Berg.",
+        " She",
+        " was",
+        " born",
+        " in",
+        " 1931.",
+    )
+    probs = (0.9, 0.9, 0.8, 0.9, 0.7, 0.9, 0.9, 0.9, 0.35, 0.9, 0.1)
+    return ScriptedResponse("".join(tokens), tokens=tokens, logprobs=tuple(LOG(p) for p in probs))
+
+
+def test_flare_fires_on_the_first_uncertain_sentence() -> None:
+    model = FakeTraceModel(
+        [
+            _draft(),
+            " Anna Berg was born in 1930. More text.",  # regenerated sentence, with docs
+            " So the answer is 1930.",  # confident draft: accepted, done
+        ]
+    )
+    retriever = RecordingRetriever()
+    result = create_flare_graph(model, retriever, prompts=NO_SHOTS).invoke({"question": QUESTION})
+    assert retriever.queries == ["She was in"]  # "born" (0.35) and "1931." (0.1) masked
+    (event,) = result["retrievals"]
+    assert event["trigger_position"] == 10 and event["trigger_word"] == "1931."
+    assert event["score"] == pytest.approx(0.1) and event["threshold"] == 0.4
+    # the regeneration starts after the accepted confident sentence, with the documents
+    assert model.prompts[1].endswith("Answer: It was directed by Anna Berg.")
+    assert "Context:\n[1]" in model.prompts[1]
+    assert "Context:" not in model.prompts[2]  # look-ahead drafts have no documents
+    assert result["text"] == (
+        " It was directed by Anna Berg. Anna Berg was born in 1930. So the answer is 1930."
+    )
+    assert result["answer"] == "1930"
+    assert result["counts"]["llm_calls"] == 3
+
+
+def test_flare_mean_rule_of_the_dragin_code() -> None:
+    # mean(1 - p) of sentence 2 = (0.1+0.1+0.65+0.1+0.9)/5 = 0.37: fires at theta 0.3 only
+    config = FLAREConfig(trigger="mean", theta=0.3)
+    model = FakeTraceModel([_draft(), " Anna Berg was born in 1930.", " So the answer is 1930."])
+    result = create_flare_graph(
+        model, RecordingRetriever(), config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"][0]["score"] == pytest.approx(0.37)
+    quiet = FakeTraceModel([_draft(), " So the answer is 1931."])
+    config = FLAREConfig(trigger="mean", theta=0.4)
+    result = create_flare_graph(
+        quiet, RecordingRetriever(), config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"] == []
+    assert result["answer"] == "1931"
+
+
+def test_flare_confident_answer_never_retrieves() -> None:
+    model = FakeTraceModel([" Anna Berg was born in 1931. So the answer is 1931."])
+    result = create_flare_graph(model, RecordingRetriever(), prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert result["retrievals"] == [] and result["answer"] == "1931"
+
+
+def test_fully_masked_query_falls_back_to_the_question() -> None:
+    draft = ScriptedResponse(" Maybe 1931.", tokens=(" Maybe", " 1931."), logprobs=(LOG(0.1),) * 2)
+    model = FakeTraceModel([draft, " So the answer is 1931."])
+    retriever = RecordingRetriever()
+    create_flare_graph(model, retriever, prompts=NO_SHOTS).invoke({"question": QUESTION})
+    assert retriever.queries == [QUESTION]
+
+
+def test_flare_config_is_checked() -> None:
+    with pytest.raises(AdaptiveRAGError, match=r"theta must be a probability in \[0, 1\], got 1.5"):
+        FLAREConfig(theta=1.5)
