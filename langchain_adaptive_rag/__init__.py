@@ -18,16 +18,44 @@ from langchain_adaptive_rag.errors import (
     PromptTooLongError,
 )
 from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.graphs import (
+    AVAILABLE_METHODS,
+    create_adaptive_rag_graph,
+    create_fix_length_graph,
+    create_fix_sentence_graph,
+    create_flare_graph,
+    create_no_retrieval_graph,
+    create_single_round_graph,
+)
+from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
+from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrievers import BM25Retriever, create_bm25_retriever
 
 __all__ = [
+    "AVAILABLE_METHODS",
     "AdaptiveRAGError",
     "AttentionMatrix",
     "AttentionUnavailableError",
+    "BM25Retriever",
     "ChatTransformers",
+    "FLAREConfig",
+    "FixLengthConfig",
+    "FixSentenceConfig",
+    "GenerationConfig",
     "GenerationTrace",
     "HiddenLayerError",
     "PromptTooLongError",
+    "QAPrompts",
     "TokenSignals",
+    "create_adaptive_rag_graph",
+    "create_bm25_retriever",
+    "create_fix_length_graph",
+    "create_fix_sentence_graph",
+    "create_flare_graph",
+    "create_no_retrieval_graph",
+    "create_single_round_graph",
     "get_token_signals",
 ]
 

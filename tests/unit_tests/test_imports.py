@@ -5,14 +5,28 @@ from __future__ import annotations
 import langchain_adaptive_rag
 
 EXPECTED_ALL = [
+    "AVAILABLE_METHODS",
     "AdaptiveRAGError",
     "AttentionMatrix",
     "AttentionUnavailableError",
+    "BM25Retriever",
     "ChatTransformers",
+    "FLAREConfig",
+    "FixLengthConfig",
+    "FixSentenceConfig",
+    "GenerationConfig",
     "GenerationTrace",
     "HiddenLayerError",
     "PromptTooLongError",
+    "QAPrompts",
     "TokenSignals",
+    "create_adaptive_rag_graph",
+    "create_bm25_retriever",
+    "create_fix_length_graph",
+    "create_fix_sentence_graph",
+    "create_flare_graph",
+    "create_no_retrieval_graph",
+    "create_single_round_graph",
     "get_token_signals",
 ]
 

@@ -1,0 +1,142 @@
+"""Every available method end to end on a tiny real model: sync, async, checkpointed, streamed."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from langchain_adaptive_rag import (
+    AVAILABLE_METHODS,
+    AttentionUnavailableError,
+    ChatTransformers,
+    FixLengthConfig,
+    FLAREConfig,
+    GenerationConfig,
+    create_adaptive_rag_graph,
+    create_bm25_retriever,
+)
+from langchain_adaptive_rag.graphs import build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import Policy
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "adaptive_rag_graph.mmd"
+PASSAGES = [
+    "Blue Harbour is a 1962 film directed by Anna Berg.",
+    "Anna Berg (born 1931) is a Swedish film director.",
+    "Carl Lind was born in Oslo in 1902.",
+    "Maria Holm was born in 1899 in Bergen.",
+]
+CONFIGS: dict[str, GenerationConfig] = {
+    "no_retrieval": GenerationConfig(generate_max_length=12),
+    "single_round": GenerationConfig(generate_max_length=12),
+    "fix_length": FixLengthConfig(generate_max_length=12, fix_length=4),
+    "fix_sentence": GenerationConfig(generate_max_length=12),
+    "flare": FLAREConfig(generate_max_length=12),
+}
+
+
+@pytest.fixture(scope="module")
+def chat(llama_dir: Path) -> ChatTransformers:
+    return ChatTransformers(model=str(llama_dir), min_new_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def retriever():
+    return create_bm25_retriever(PASSAGES)
+
+
+def _config(method: str) -> GenerationConfig:
+    config = CONFIGS[method]
+    if method == "fix_sentence":
+        from langchain_adaptive_rag import FixSentenceConfig
+
+        return FixSentenceConfig(generate_max_length=config.generate_max_length)
+    return config
+
+
+def test_every_available_method_is_covered() -> None:
+    assert set(AVAILABLE_METHODS) == set(CONFIGS)
+
+
+@pytest.mark.parametrize("method", sorted(CONFIGS))
+def test_method_end_to_end(method: str, chat: ChatTransformers, retriever, tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "runs.sqlite", check_same_thread=False) as connection:
+        graph = create_adaptive_rag_graph(
+            chat, retriever, method, config=_config(method), checkpointer=SqliteSaver(connection)
+        )
+        thread = {"configurable": {"thread_id": f"{method}-1"}}
+        result = graph.invoke({"question": "When was the director of Blue Harbour born?"}, thread)
+        assert set(result) == {"answer", "text", "retrievals", "counts"}
+        assert isinstance(result["answer"], str)
+        counts = result["counts"]
+        assert counts["retrievals"] == len(result["retrievals"])
+        assert counts["llm_calls"] >= 1
+        if method == "no_retrieval":
+            assert counts["retrievals"] == 0
+        if method in ("single_round", "fix_length", "fix_sentence"):
+            assert result["retrievals"][0]["query"] == "When was the director of Blue Harbour born?"
+            assert result["retrievals"][0]["doc_ids"][0] == "doc-0"
+        # the checkpoint holds plain data and the finished run
+        saved = graph.get_state(thread)
+        assert saved.next == ()
+        assert saved.values["answer"] == result["answer"]
+
+
+@pytest.mark.parametrize("method", ["single_round", "flare"])
+async def test_method_async(method: str, chat: ChatTransformers, retriever) -> None:
+    graph = create_adaptive_rag_graph(chat, retriever, method, config=_config(method))
+    result = await graph.ainvoke({"question": "Who was born first, Carl Lind or Maria Holm?"})
+    assert isinstance(result["answer"], str)
+    updates = [
+        u async for u in graph.astream({"question": "Who is Anna Berg?"}, stream_mode="updates")
+    ]
+    assert list(updates[0]) == ["draft"] and list(updates[-1]) == ["finalize"]
+
+
+def test_stream_modes(chat: ChatTransformers, retriever) -> None:
+    graph = create_adaptive_rag_graph(
+        chat, retriever, "single_round", config=_config("single_round")
+    )
+    parts = list(graph.stream({"question": "Who is Anna Berg?"}, stream_mode=["updates", "custom"]))
+    nodes = [next(iter(chunk)) for mode, chunk in parts if mode == "updates"]
+    assert nodes[:5] == ["draft", "score_need", "formulate_query", "retrieve", "rerank"]
+    (event,) = [chunk for mode, chunk in parts if mode == "custom"]
+    assert event["event"] == "retrieval" and event["query"] == "Who is Anna Berg?"
+    assert nodes.index("retrieve") < nodes.index("rerank")
+
+
+def test_mermaid_drawing_snapshot(chat: ChatTransformers, retriever) -> None:
+    drawing = create_adaptive_rag_graph(chat, retriever, "flare").get_graph().draw_mermaid()
+    assert drawing == SNAPSHOT.read_text()
+
+
+def test_attention_method_on_an_sdpa_model_fails_at_build_time(llama_dir: Path, retriever) -> None:
+    class NeedsAttention(Policy):
+        needs_attention = True
+
+    sdpa = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
+    with pytest.raises(AttentionUnavailableError, match='attn_implementation="eager"'):
+        build_adaptive_rag_graph(NeedsAttention(GenerationConfig()), sdpa, retriever)
+
+
+def test_method_errors(chat: ChatTransformers, retriever) -> None:
+    from langchain_adaptive_rag import AdaptiveRAGError
+
+    with pytest.raises(AdaptiveRAGError, match="'dragin' is known but not available"):
+        create_adaptive_rag_graph(chat, retriever, "dragin")
+    with pytest.raises(AdaptiveRAGError, match="'raptor' is unknown"):
+        create_adaptive_rag_graph(chat, retriever, "raptor")  # type: ignore[arg-type]
+    with pytest.raises(AdaptiveRAGError, match="takes a FLAREConfig, got GenerationConfig"):
+        create_adaptive_rag_graph(chat, retriever, "flare", config=GenerationConfig())
+
+
+def test_question_longer_than_the_context(tmp_path: Path, retriever) -> None:
+    from langchain_adaptive_rag import PromptTooLongError
+    from langchain_adaptive_rag.testing import create_tiny_model
+
+    short = ChatTransformers(model=str(create_tiny_model(tmp_path / "m", max_positions=64)))
+    graph = create_adaptive_rag_graph(short, retriever, "no_retrieval")
+    with pytest.raises(PromptTooLongError, match="context holds 64 positions"):
+        graph.invoke({"question": "Who? " * 50})
