@@ -15,18 +15,25 @@ import numpy as np
 
 __all__ = [
     "FlareDecision",
+    "RINDTrigger",
     "Word",
     "aggregate_words",
+    "attention_received",
     "first_sentence",
     "flare_sentence_score",
+    "is_content_word",
     "log_softmax",
     "masked_query",
     "merge_tokens_into_words",
+    "qfs_select",
+    "rind_scores",
+    "rind_trigger",
     "split_sentences",
     "token_entropy",
     "token_logprobs",
     "token_sentences",
     "tokens_covering",
+    "word_sentences",
 ]
 
 
@@ -273,3 +280,135 @@ def masked_query(tokens: Sequence[str], probs: Sequence[float] | np.ndarray, bet
     """
     kept = "".join(t for t, p in zip(tokens, probs, strict=True) if p >= beta)
     return " ".join(kept.split())
+
+
+def is_content_word(text: str, stop_words: frozenset[str] | None = None) -> bool:
+    """Whether a word counts for RIND and QFS: it has a letter or digit and is no stop word.
+
+    Args:
+        text: The word (surrounding punctuation is ignored).
+        stop_words: Lower-case stop words (default: spaCy's English list).
+
+    Returns:
+        ``True`` for content words.
+    """
+    core = re.sub(r"^\W+|\W+$", "", text).lower()
+    if not core or not any(ch.isalnum() for ch in core):
+        return False
+    if stop_words is None:
+        from spacy.lang.en.stop_words import STOP_WORDS
+
+        stop_words = frozenset(STOP_WORDS)
+    return core not in stop_words
+
+
+def attention_received(
+    attention: np.ndarray, mode: Literal["later_rows", "all_rows_head_mean"]
+) -> np.ndarray:
+    """Attention each position receives, ``a(i)``.
+
+    ``later_rows`` (the DRAGIN paper, inline mode): ``max_{j > i} A[j, i]`` over a
+    head-averaged ``(S, S)`` matrix (0 for the last position). ``all_rows_head_mean``
+    (the DRAGIN code, reference mode): ``mean_h max_j A_h[j, i]`` over a per-head
+    ``(H, S, S)`` matrix, the diagonal included.
+
+    Args:
+        attention: ``(S, S)`` for ``later_rows``, ``(H, S, S)`` for ``all_rows_head_mean``.
+        mode: Which definition.
+
+    Returns:
+        Shape ``(S,)``.
+    """
+    a = np.asarray(attention, dtype=np.float64)
+    if mode == "all_rows_head_mean":
+        result: np.ndarray = a.max(axis=1).mean(axis=0)
+        return result
+    size = a.shape[0]
+    later = np.tril(a, k=-1)  # rows j > i only
+    received = later.max(axis=0) if size else np.zeros(0)
+    return np.asarray(received, dtype=np.float64)
+
+
+def word_sentences(words: Sequence[Word], tokens: Sequence[str]) -> list[tuple[int, int]]:
+    """Word ranges ``(start, end)`` of the sentences; a word goes with its first token."""
+    ranges: list[tuple[int, int]] = []
+    first = 0
+    for _, token_end in token_sentences(tokens):
+        last = first
+        while last < len(words) and words[last].start < token_end:
+            last += 1
+        if last > first:
+            ranges.append((first, last))
+            first = last
+    return ranges
+
+
+def rind_scores(
+    word_entropy: np.ndarray,
+    word_attention: np.ndarray,
+    content: Sequence[bool],
+    sentences: Sequence[tuple[int, int]],
+) -> np.ndarray:
+    """DRAGIN's RIND: ``s(w) = |S| * a_w / sum_{u in S} a_u * H_w * content(w)`` per sentence S.
+
+    Args:
+        word_entropy: Mean token entropy of each word, ``H_w``.
+        word_attention: Summed received attention of each word, ``a_w``.
+        content: Content-word indicator of each word.
+        sentences: Word ranges of the sentences.
+
+    Returns:
+        ``s(w)`` for every word.
+    """
+    scores = np.zeros(len(content), dtype=np.float64)
+    for start, end in sentences:
+        a = np.asarray(word_attention[start:end], dtype=np.float64)
+        total = a.sum()
+        share = (end - start) * a / total if total > 0 else np.zeros_like(a)
+        mask = np.asarray(content[start:end], dtype=np.float64)
+        scores[start:end] = share * np.asarray(word_entropy[start:end]) * mask
+    return scores
+
+
+@dataclass(frozen=True)
+class RINDTrigger:
+    """The first sentence whose RIND exceeds the threshold."""
+
+    sentence: tuple[int, int]
+    """Its word range."""
+    words: tuple[int, ...]
+    """Indexes of its words with ``s(w) > theta``."""
+    score: float
+    """The largest ``s(w)`` in it."""
+
+
+def rind_trigger(
+    scores: np.ndarray, sentences: Sequence[tuple[int, int]], theta: float
+) -> RINDTrigger | None:
+    """The first sentence with any ``s(w) > theta`` (``None`` when there is none)."""
+    for start, end in sentences:
+        hot = tuple(i for i in range(start, end) if scores[i] > theta)
+        if hot:
+            return RINDTrigger(
+                sentence=(start, end), words=hot, score=float(scores[start:end].max())
+            )
+    return None
+
+
+def qfs_select(
+    weights: np.ndarray, content: Sequence[bool], exclude: set[int], top_n: int
+) -> list[int]:
+    """DRAGIN's QFS: the ``top_n`` content words by attention weight, in original order.
+
+    Args:
+        weights: Attention each candidate word gets from the trigger, shape ``(W,)``.
+        content: Content-word indicator per word.
+        exclude: Word indexes never chosen (the triggering words).
+        top_n: How many to keep.
+
+    Returns:
+        Sorted word indexes.
+    """
+    candidates = [i for i in range(len(content)) if content[i] and i not in exclude]
+    ranked = sorted(candidates, key=lambda i: (-float(weights[i]), i))[:top_n]
+    return sorted(ranked)

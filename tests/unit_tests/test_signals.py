@@ -139,3 +139,65 @@ def test_masked_query_by_hand() -> None:
     probs = [0.9, 0.95, 0.9, 0.9, 0.8, 0.1, 0.7]
     assert masked_query(tokens, probs, beta=0.4) == "Anna Berg was born in."
     assert masked_query(tokens, probs, beta=0.99) == ""
+
+
+def test_content_words() -> None:
+    from langchain_adaptive_rag.signals import is_content_word
+
+    assert is_content_word("Berg.") and is_content_word("1931") and is_content_word("(born")
+    assert not is_content_word("the") and not is_content_word("Was") and not is_content_word(".")
+    assert not is_content_word("")
+
+
+def test_attention_received_by_hand() -> None:
+    from langchain_adaptive_rag.signals import attention_received
+
+    mean = np.array(
+        [
+            [1.0, 0.0, 0.0],
+            [0.6, 0.4, 0.0],
+            [0.2, 0.5, 0.3],
+        ]
+    )
+    # later rows only: a(0) = max(0.6, 0.2), a(1) = 0.5, a(2) = 0
+    np.testing.assert_allclose(attention_received(mean, "later_rows"), [0.6, 0.5, 0.0])
+    heads = np.stack([mean, np.array([[1.0, 0, 0], [0.1, 0.9, 0], [0.3, 0.3, 0.4]])])
+    # max over all rows per head, then mean over heads:
+    # head 0: (1.0, 0.5, 0.3); head 1: (1.0, 0.9, 0.4) -> (1.0, 0.7, 0.35)
+    np.testing.assert_allclose(attention_received(heads, "all_rows_head_mean"), [1.0, 0.7, 0.35])
+
+
+def test_rind_by_hand() -> None:
+    from langchain_adaptive_rag.signals import rind_scores, rind_trigger
+
+    entropy = np.array([0.5, 2.0, 1.0, 3.0, 0.2])
+    attention = np.array([1.0, 3.0, 2.0, 1.0, 1.0])
+    content = [True, True, False, True, True]
+    sentences = [(0, 3), (3, 5)]
+    scores = rind_scores(entropy, attention, content, sentences)
+    # sentence 1: |S| = 3, sum a = 6 -> s = 3 * a / 6 * H: (0.25, 3.0, 0 [stop word])
+    # sentence 2: |S| = 2, sum a = 2 -> s = 2 * a / 2 * H: (3.0, 0.2)
+    np.testing.assert_allclose(scores, [0.25, 3.0, 0.0, 3.0, 0.2])
+    trigger = rind_trigger(scores, sentences, theta=1.0)
+    assert trigger is not None
+    assert (trigger.sentence, trigger.words, trigger.score) == ((0, 3), (1,), 3.0)
+    assert rind_trigger(scores, sentences, theta=3.0) is None
+
+
+def test_word_sentences() -> None:
+    from langchain_adaptive_rag.signals import merge_tokens_into_words, word_sentences
+
+    tokens = [" Anna", " Be", "rg", ".", " She", " was", " born", "."]
+    words = merge_tokens_into_words(tokens)
+    assert [w.text for w in words] == ["Anna", "Berg.", "She", "was", "born."]
+    assert word_sentences(words, tokens) == [(0, 2), (2, 5)]
+
+
+def test_qfs_select_by_hand() -> None:
+    from langchain_adaptive_rag.signals import qfs_select
+
+    weights = np.array([0.1, 0.5, 0.3, 0.9, 0.2, 0.4])
+    content = [True, True, False, True, True, True]
+    # word 3 triggered (excluded), word 2 is a stop word: top 2 of {0, 1, 4, 5} are 1 and 5
+    assert qfs_select(weights, content, exclude={3}, top_n=2) == [1, 5]
+    assert qfs_select(weights, content, exclude=set(), top_n=10) == [0, 1, 3, 4, 5]
