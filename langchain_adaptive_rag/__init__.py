@@ -21,12 +21,14 @@ from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs import (
     AVAILABLE_METHODS,
     create_adaptive_rag_graph,
+    create_dragin_graph,
     create_fix_length_graph,
     create_fix_sentence_graph,
     create_flare_graph,
     create_no_retrieval_graph,
     create_single_round_graph,
 )
+from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig
@@ -40,6 +42,7 @@ __all__ = [
     "AttentionUnavailableError",
     "BM25Retriever",
     "ChatTransformers",
+    "DRAGINConfig",
     "FLAREConfig",
     "FixLengthConfig",
     "FixSentenceConfig",
@@ -51,6 +54,7 @@ __all__ = [
     "TokenSignals",
     "create_adaptive_rag_graph",
     "create_bm25_retriever",
+    "create_dragin_graph",
     "create_fix_length_graph",
     "create_fix_sentence_graph",
     "create_flare_graph",

@@ -18,6 +18,7 @@ __all__ = [
     "Counts",
     "RetrievalEvent",
     "RetrievedDoc",
+    "ScoredWord",
 ]
 
 
@@ -26,6 +27,15 @@ class RetrievedDoc(TypedDict):
 
     id: str
     text: str
+
+
+class ScoredWord(TypedDict):
+    """A draft word with its method score."""
+
+    start: int
+    end: int
+    text: str
+    score: float
 
 
 class RetrievalEvent(TypedDict):
@@ -92,8 +102,10 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """Their log-probabilities."""
     draft_entropies: NotRequired[list[float]]
     """Their entropies."""
-    draft_scores: NotRequired[list[float]]
-    """Method-specific per-token scores of the draft (for example RIND)."""
+    draft_words: NotRequired[list[ScoredWord]]
+    """Words of the draft with a method's score (DRAGIN: RIND ``s(w)``)."""
+    draft_sentences: NotRequired[list[list[int]]]
+    """Word ranges ``[start, end)`` of the draft's sentences."""
     pending: NotRequired[dict[str, object]]
     """The retrieval decision being carried out (trigger, score, threshold)."""
     query: NotRequired[str]

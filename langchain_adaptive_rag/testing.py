@@ -8,7 +8,7 @@ the same layout as a model from the HuggingFace hub.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.signals import tokens_covering
 
@@ -196,6 +197,8 @@ class ScriptedResponse:
     tokens: tuple[str, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     entropies: tuple[float, ...] | None = None
+    attention: tuple[tuple[float, ...], ...] | None = None
+    """Head-averaged rows over the generated tokens, ``(T, T)``; default: uniform causal."""
 
     def pieces(self) -> list[str]:
         """The token pieces of the response."""
@@ -216,14 +219,22 @@ class FakeTraceModel:
     """
 
     def __init__(
-        self, responses: Sequence[ScriptedResponse | str], *, attention_available: bool = True
+        self,
+        responses: Sequence[ScriptedResponse | str],
+        *,
+        attention_available: bool = True,
+        forward_attention_fn: Callable[[list[str]], np.ndarray] | None = None,
     ) -> None:
         """Script the responses.
 
         Args:
             responses: One per expected call, in order (strings mean certain tokens).
             attention_available: What :attr:`attention_available` reports.
+            forward_attention_fn: Per-head attention ``(H, S, S)`` for the word pieces of
+                a ``forward_attention`` text (default: one head, uniform causal).
         """
+        self.forward_attention_fn = forward_attention_fn or _uniform_causal
+        self.attention_texts: list[str] = []
         self.responses = [
             r if isinstance(r, ScriptedResponse) else ScriptedResponse(r) for r in responses
         ]
@@ -253,6 +264,7 @@ class FakeTraceModel:
         response = self.responses[len(self.prompts)]
         self.prompts.append(prompt)
         pieces = response.pieces()
+        self._last_pieces = list(pieces)
         count = len(pieces)
         logprobs = list(response.logprobs or [0.0] * count)
         entropies = list(response.entropies or [0.0] * count)
@@ -268,6 +280,14 @@ class FakeTraceModel:
                 pieces = pieces[:count]
                 text, stop_string, finish = text[:index], candidate, "stop"
                 break
+        attention_rows = None
+        if attention:
+            full = (
+                np.asarray(response.attention, dtype=np.float32)
+                if response.attention is not None
+                else _uniform_causal(pieces)[0]
+            )
+            attention_rows = full[:count, :count]
         kept: list[str] = []
         used = 0
         for piece in pieces:
@@ -283,5 +303,26 @@ class FakeTraceModel:
                 entropies=np.asarray(entropies[:count], dtype=np.float32),
                 finish_reason=finish,
                 stop_string=stop_string,
+                attention=attention_rows,
             )
         ]
+
+    def forward_attention(self, text: str | Sequence[int], *, layer: int = -1) -> AttentionMatrix:
+        """Attention over ``text`` split into word pieces (ids: the last draft's pieces)."""
+        if isinstance(text, str):
+            pieces = re.findall(r"\s*\S+", text)
+        else:
+            pieces = self._last_pieces[: len(text)]
+        self.attention_texts.append("".join(pieces))
+        weights = np.asarray(self.forward_attention_fn(pieces), dtype=np.float32)
+        return AttentionMatrix(
+            token_ids=np.arange(len(pieces), dtype=np.int64), tokens=pieces, weights=weights
+        )
+
+
+def _uniform_causal(pieces: Sequence[str]) -> np.ndarray:
+    """One head whose row ``j`` spreads evenly over positions ``0 .. j``."""
+    size = len(pieces)
+    rows = np.tril(np.ones((size, size), dtype=np.float32))
+    result: np.ndarray = (rows / np.maximum(rows.sum(axis=1, keepdims=True), 1.0))[None]
+    return result

@@ -10,6 +10,7 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, DRAGINPolicy, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import (
     FixLengthConfig,
     FixLengthPolicy,
@@ -32,6 +33,7 @@ __all__ = [
     "Method",
     "build_adaptive_rag_graph",
     "create_adaptive_rag_graph",
+    "create_dragin_graph",
     "create_fix_length_graph",
     "create_fix_sentence_graph",
     "create_flare_graph",
@@ -59,6 +61,7 @@ _POLICIES: dict[str, tuple[Callable[[GenerationConfig], Policy], type[Generation
     "fix_length": (FixLengthPolicy, FixLengthConfig),
     "fix_sentence": (FixSentencePolicy, FixSentenceConfig),
     "flare": (FLAREPolicy, FLAREConfig),
+    "dragin": (DRAGINPolicy, DRAGINConfig),
 }
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)

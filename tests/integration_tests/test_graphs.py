@@ -12,6 +12,7 @@ from langchain_adaptive_rag import (
     AVAILABLE_METHODS,
     AttentionUnavailableError,
     ChatTransformers,
+    DRAGINConfig,
     FixLengthConfig,
     FLAREConfig,
     GenerationConfig,
@@ -34,12 +35,13 @@ CONFIGS: dict[str, GenerationConfig] = {
     "fix_length": FixLengthConfig(generate_max_length=12, fix_length=4),
     "fix_sentence": GenerationConfig(generate_max_length=12),
     "flare": FLAREConfig(generate_max_length=12),
+    "dragin": DRAGINConfig(generate_max_length=12, theta=0.5),
 }
 
 
 @pytest.fixture(scope="module")
 def chat(llama_dir: Path) -> ChatTransformers:
-    return ChatTransformers(model=str(llama_dir), min_new_tokens=4)
+    return ChatTransformers(model=str(llama_dir), min_new_tokens=4, attn_implementation="eager")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +86,7 @@ def test_method_end_to_end(method: str, chat: ChatTransformers, retriever, tmp_p
         assert saved.values["answer"] == result["answer"]
 
 
-@pytest.mark.parametrize("method", ["single_round", "flare"])
+@pytest.mark.parametrize("method", ["single_round", "flare", "dragin"])
 async def test_method_async(method: str, chat: ChatTransformers, retriever) -> None:
     graph = create_adaptive_rag_graph(chat, retriever, method, config=_config(method))
     result = await graph.ainvoke({"question": "Who was born first, Carl Lind or Maria Holm?"})
@@ -124,8 +126,8 @@ def test_attention_method_on_an_sdpa_model_fails_at_build_time(llama_dir: Path, 
 def test_method_errors(chat: ChatTransformers, retriever) -> None:
     from langchain_adaptive_rag import AdaptiveRAGError
 
-    with pytest.raises(AdaptiveRAGError, match="'dragin' is known but not available"):
-        create_adaptive_rag_graph(chat, retriever, "dragin")
+    with pytest.raises(AdaptiveRAGError, match="'seakr' is known but not available"):
+        create_adaptive_rag_graph(chat, retriever, "seakr")
     with pytest.raises(AdaptiveRAGError, match="'raptor' is unknown"):
         create_adaptive_rag_graph(chat, retriever, "raptor")  # type: ignore[arg-type]
     with pytest.raises(AdaptiveRAGError, match="takes a FLAREConfig, got GenerationConfig"):
@@ -140,3 +142,17 @@ def test_question_longer_than_the_context(tmp_path: Path, retriever) -> None:
     graph = create_adaptive_rag_graph(short, retriever, "no_retrieval")
     with pytest.raises(PromptTooLongError, match="context holds 64 positions"):
         graph.invoke({"question": "Who? " * 50})
+
+
+@pytest.mark.parametrize("mode", ["reference", "inline"])
+def test_dragin_attention_modes_on_a_real_model(
+    mode: str, chat: ChatTransformers, retriever
+) -> None:
+    config = DRAGINConfig(generate_max_length=16, theta=0.5, attention_mode=mode)  # type: ignore[arg-type]
+    result = create_adaptive_rag_graph(chat, retriever, "dragin", config=config).invoke(
+        {"question": "When was the director of Blue Harbour born?"}
+    )
+    # a random model is uncertain everywhere: RIND fires and QFS builds a query from words
+    event = result["retrievals"][0]
+    assert event["score"] > 0.5 and event["threshold"] == 0.5
+    assert event["trigger_word"] and isinstance(event["query"], str) and event["query"]

@@ -1,0 +1,264 @@
+"""DRAGIN: dynamic retrieval from the model's real-time information needs (Su et al., 2024).
+
+Algorithm, one round:
+
+1. draft: generate a look-ahead continuation without documents and score every word with
+   RIND, ``s(w) = |S| * a_w / sum_{u in S} a_u * H_w * content(w)`` per sentence S, where
+   ``H_w`` is the word's mean token entropy and ``a_w`` the attention its tokens receive
+   from later tokens (``attention_mode="reference"``: a separate forward pass over the
+   draft alone, max over rows then mean over heads, as the DRAGIN code;
+   ``"inline"``: the rows captured while generating, head-averaged, max over later rows);
+2. score_need: the first sentence with a word of ``s(w) > theta`` triggers retrieval; the
+   text before it is accepted (``truncate_at="token"``: up to the triggering word);
+3. formulate_query (QFS): one forward pass over question + answer so far + the
+   triggering word; the attention rows that predict the trigger's tokens, averaged, weigh
+   every earlier word; the ``top_n`` content words (trigger words excluded) in their
+   original order, cut to the last ``query_max_tokens`` model tokens, form the query;
+4. retrieve the top documents; 5. continue_generation: regenerate with them and accept
+   the first new sentence (documents are not carried into the next draft);
+6. repeat until the answer is given or the budget is spent; finalize extracts the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+from langchain_core.retrievers import BaseRetriever
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.chat_models import AttentionMatrix
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.signals import (
+    aggregate_words,
+    attention_received,
+    first_sentence,
+    is_content_word,
+    merge_tokens_into_words,
+    qfs_select,
+    rind_scores,
+    rind_trigger,
+    tokens_covering,
+    word_sentences,
+)
+from langchain_adaptive_rag.state import AdaptiveRAGState
+
+__all__ = ["AttentionModel", "DRAGINConfig", "DRAGINPolicy", "create_dragin_graph"]
+
+
+class AttentionModel(TraceModel, Protocol):
+    """A trace model that can also run one forward pass and return a layer's attention."""
+
+    def forward_attention(self, text: str | list[int], *, layer: int = -1) -> AttentionMatrix:
+        """Per-head attention of one layer over ``text``; see ``ChatTransformers``."""
+        ...
+
+
+@dataclass(frozen=True)
+class DRAGINConfig(GenerationConfig):
+    """DRAGIN settings (the DRAGIN code's names in brackets)."""
+
+    theta: float = 1.0
+    """RIND threshold ``theta`` [``hallucination_threshold``]: 2WikiMultihopQA 1.0,
+    HotpotQA 0.8, IIRC 0.6, StrategyQA 0.75 for Llama-2-7b in the paper's configs."""
+    query_top_n: int = 25
+    """QFS keeps the ``n`` most attended content words [``retrieve_keep_top_k``]: 25 or 35."""
+    query_max_tokens: int = 64
+    """The query is cut to its last this-many model tokens [``query_formulation`` window]."""
+    attention_mode: Literal["reference", "inline"] = "reference"
+    """``reference`` (default): a separate forward pass over the draft, as the DRAGIN code,
+    whose thresholds were tuned under it; ``inline``: the rows captured while generating
+    (in context, no extra pass for RIND)."""
+    attention_layer: int = -1
+    """Decoder layer whose attention is read (the last, as in the paper)."""
+    truncate_at: Literal["sentence", "token"] = "sentence"
+    """Accept the draft up to the triggering sentence (the DRAGIN code) or up to the
+    triggering word (the paper's description)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.theta < 0:
+            msg = f"DRAGINConfig.theta must be >= 0, got {self.theta}."
+            raise AdaptiveRAGError(msg)
+        for name in ("query_top_n", "query_max_tokens"):
+            if getattr(self, name) < 1:
+                msg = f"DRAGINConfig.{name} must be >= 1, got {getattr(self, name)}."
+                raise AdaptiveRAGError(msg)
+
+
+class DRAGINPolicy(Policy):
+    """RIND decides when, QFS decides what."""
+
+    name = "dragin"
+    needs_attention = True
+    config: DRAGINConfig
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate a look-ahead and score each of its words with RIND."""
+        inline = self.config.attention_mode == "inline"
+        trace = self.generate(ctx, state, (), attention=inline)
+        tokens = list(trace.tokens)
+        if inline and trace.attention is not None:
+            start = trace.num_prompt_tokens
+            block = trace.attention[:, start : start + trace.num_tokens]
+            received = attention_received(block, "later_rows")
+        elif tokens:
+            matrix = self._model(ctx).forward_attention(
+                [int(i) for i in trace.token_ids], layer=self.config.attention_layer
+            )
+            received = attention_received(matrix.weights, "all_rows_head_mean")
+        else:
+            received = np.zeros(0)
+        words = merge_tokens_into_words(tokens)
+        content = [is_content_word(w.text) for w in words]
+        sentences = word_sentences(words, tokens)
+        scores = rind_scores(
+            aggregate_words(trace.entropies, words, "mean") if words else np.zeros(0),
+            aggregate_words(received, words, "sum") if words else np.zeros(0),
+            content,
+            sentences,
+        )
+        return {
+            "draft": trace.text,
+            "draft_tokens": tokens,
+            "draft_logprobs": [float(x) for x in trace.logprobs],
+            "draft_entropies": [float(x) for x in trace.entropies],
+            "draft_words": [
+                {"start": w.start, "end": w.end, "text": w.text, "score": float(s)}
+                for w, s in zip(words, scores, strict=True)
+            ],
+            "draft_sentences": [list(s) for s in sentences],
+            "counts": bump(
+                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+            ),
+        }
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Find the first sentence whose RIND exceeds theta; accept the text before it."""
+        words = state.get("draft_words", [])
+        tokens = state.get("draft_tokens", [])
+        sentences = [(int(s[0]), int(s[1])) for s in state.get("draft_sentences", [])]
+        scores = np.array([float(w["score"]) for w in words])
+        trigger = rind_trigger(scores, sentences, self.config.theta)
+        step = state.get("step", 0) + 1
+        if trigger is None:
+            update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
+            update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
+            return update
+        first = trigger.words[0]
+        sentence_start = int(words[trigger.sentence[0]]["start"])
+        trigger_start = int(words[first]["start"])
+        cut = sentence_start if self.config.truncate_at == "sentence" else trigger_start
+        update = self.accept(ctx, state, "".join(tokens[:cut]), cut) if cut else {}
+        if update.get("finished"):
+            update.update({"route": "finalize", "step": step})
+            return update
+        update.update(
+            {
+                "route": "retrieve",
+                "step": step,
+                "finished": False,
+                "pending": {
+                    "trigger_position": trigger_start,
+                    "trigger_word": str(words[first]["text"]),
+                    "score": trigger.score,
+                    "threshold": self.config.theta,
+                    "trigger_words": [str(words[i]["text"]) for i in trigger.words],
+                    "prefix": "".join(tokens[cut:trigger_start]),
+                },
+            }
+        )
+        return update
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """QFS: the content words the triggering word attends to most."""
+        pending = state.get("pending", {})
+        trigger_word = str(pending.get("trigger_word", ""))
+        excluded = {_norm(str(w)) for w in pending.get("trigger_words", [])}  # type: ignore[attr-defined]
+        context = " ".join(
+            part.strip()
+            for part in (state["question"], state.get("text", ""), str(pending.get("prefix", "")))
+            if part.strip()
+        )
+        matrix = self._model(ctx).forward_attention(
+            f"{context} {trigger_word}", layer=self.config.attention_layer
+        )
+        words = merge_tokens_into_words(matrix.tokens)
+        if len(words) < 2:
+            return state["question"]
+        target = words[-1]
+        rows = matrix.mean[max(target.start - 1, 0) : max(target.end - 1, 1)].mean(axis=0)
+        earlier = words[:-1]
+        weights = aggregate_words(rows[: target.start], earlier, "sum")
+        content = [is_content_word(w.text) for w in earlier]
+        exclude = {i for i, w in enumerate(earlier) if _norm(w.text) in excluded}
+        chosen = qfs_select(weights, content, exclude, self.config.query_top_n)
+        kept: list[str] = []
+        budget = self.config.query_max_tokens
+        for index in reversed(chosen):  # keep the last query_max_tokens model tokens
+            size = earlier[index].end - earlier[index].start
+            if size > budget:
+                break
+            budget -= size
+            kept.append(earlier[index].text)
+        return " ".join(reversed(kept)) or state["question"]
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Regenerate with the documents and accept the first new sentence."""
+        trace = self.generate(ctx, state, state.get("docs", []))
+        sentence = first_sentence(trace.text)
+        update = self.accept(ctx, state, sentence, tokens_covering(trace.tokens, len(sentence)))
+        update["counts"] = bump(
+            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+        )
+        return update
+
+    @staticmethod
+    def _model(ctx: RunContext) -> AttentionModel:
+        model = ctx.model
+        if not hasattr(model, "forward_attention"):
+            msg = (
+                f"DRAGIN needs a model with forward_attention (ChatTransformers); got "
+                f"{type(model).__name__}."
+            )
+            raise AdaptiveRAGError(msg)
+        return model  # type: ignore[return-value]
+
+
+def _norm(word: str) -> str:
+    return "".join(ch for ch in word.lower() if ch.isalnum())
+
+
+def create_dragin_graph(
+    model: AttentionModel,
+    retriever: BaseRetriever,
+    *,
+    config: DRAGINConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """DRAGIN graph: RIND decides when to retrieve, QFS what to retrieve.
+
+    The model must return attention weights (``attn_implementation="eager"``); building
+    on an sdpa model fails here with an error that names the fix.
+
+    Args:
+        model: ``ChatTransformers`` loaded with eager attention.
+        retriever: Any LangChain retriever.
+        config: DRAGIN settings (``theta``, ``query_top_n``, attention mode, ...).
+        prompts: Prompt templates.
+        checkpointer: Passed to ``compile``.
+        name: Graph name.
+
+    Returns:
+        The compiled graph.
+    """
+    policy = DRAGINPolicy(config or DRAGINConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )
