@@ -27,10 +27,13 @@ from langchain_adaptive_rag.graphs import (
     create_flare_graph,
     create_no_retrieval_graph,
     create_single_round_graph,
+    create_ta_are_graph,
+    create_vanilla_graph,
 )
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import BM25Retriever, create_bm25_retriever
@@ -51,6 +54,7 @@ __all__ = [
     "HiddenLayerError",
     "PromptTooLongError",
     "QAPrompts",
+    "TAAREConfig",
     "TokenSignals",
     "create_adaptive_rag_graph",
     "create_bm25_retriever",
@@ -60,6 +64,8 @@ __all__ = [
     "create_flare_graph",
     "create_no_retrieval_graph",
     "create_single_round_graph",
+    "create_ta_are_graph",
+    "create_vanilla_graph",
     "get_token_signals",
 ]
 

@@ -95,7 +95,7 @@ def make_retrieve_node(policy: Policy, ctx: RunContext) -> Node:
             {"event": "retrieval", "query": query, "doc_ids": [d["id"] for d in docs], "note": note}
         )
         pending = dict(state.get("pending", {}))
-        pending["note"] = note
+        pending["note"] = "; ".join(n for n in (str(pending.get("note", "")), note) if n)
         return {
             "docs": docs,
             "pending": pending,

@@ -24,6 +24,13 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_single_round_graph,
 )
 from langchain_adaptive_rag.graphs.flare import FLAREConfig, FLAREPolicy, create_flare_graph
+from langchain_adaptive_rag.graphs.ta_are import (
+    TAAREConfig,
+    TAAREPolicy,
+    VanillaPolicy,
+    create_ta_are_graph,
+    create_vanilla_graph,
+)
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 
@@ -39,6 +46,8 @@ __all__ = [
     "create_flare_graph",
     "create_no_retrieval_graph",
     "create_single_round_graph",
+    "create_ta_are_graph",
+    "create_vanilla_graph",
 ]
 
 Method = Literal[
@@ -62,6 +71,8 @@ _POLICIES: dict[str, tuple[Callable[[GenerationConfig], Policy], type[Generation
     "fix_sentence": (FixSentencePolicy, FixSentenceConfig),
     "flare": (FLAREPolicy, FLAREConfig),
     "dragin": (DRAGINPolicy, DRAGINConfig),
+    "vanilla": (VanillaPolicy, TAAREConfig),
+    "ta_are": (TAAREPolicy, TAAREConfig),
 }
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)

@@ -16,6 +16,7 @@ from langchain_adaptive_rag import (
     FixLengthConfig,
     FLAREConfig,
     GenerationConfig,
+    TAAREConfig,
     create_adaptive_rag_graph,
     create_bm25_retriever,
 )
@@ -36,6 +37,8 @@ CONFIGS: dict[str, GenerationConfig] = {
     "fix_sentence": GenerationConfig(generate_max_length=12),
     "flare": FLAREConfig(generate_max_length=12),
     "dragin": DRAGINConfig(generate_max_length=12, theta=0.5),
+    "vanilla": TAAREConfig(generate_max_length=12),
+    "ta_are": TAAREConfig(generate_max_length=12, today="November 21, 2026"),
 }
 
 

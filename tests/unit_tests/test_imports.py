@@ -20,6 +20,7 @@ EXPECTED_ALL = [
     "HiddenLayerError",
     "PromptTooLongError",
     "QAPrompts",
+    "TAAREConfig",
     "TokenSignals",
     "create_adaptive_rag_graph",
     "create_bm25_retriever",
@@ -29,6 +30,8 @@ EXPECTED_ALL = [
     "create_flare_graph",
     "create_no_retrieval_graph",
     "create_single_round_graph",
+    "create_ta_are_graph",
+    "create_vanilla_graph",
     "get_token_signals",
 ]
 

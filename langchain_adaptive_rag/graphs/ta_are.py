@@ -1,0 +1,196 @@
+"""Vanilla and TA-ARE prompting: ask the model whether it needs retrieval (Zhang et al., 2024).
+
+Algorithm (short-form QA):
+
+1. draft: ask "do you need to retrieve external resources?" (TA-ARE: prefixed with today's
+   date and followed by four demonstrations, two [Yes] and two [No]);
+2. score_need: "[Yes]" (also "Yes", "**Yes**", "yes.") retrieves; "[No]" does not; an
+   answer that is neither retrieves, and the retrieval event says so;
+3. formulate_query: the question; 4. retrieve the top 5 documents;
+5. continue_generation: answer from own knowledge, or over a ``Paragraph:`` of the
+   documents; 6. finalize: the answer is the generated text.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+from langchain_core.retrievers import BaseRetriever
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.state import AdaptiveRAGState
+
+__all__ = [
+    "DECISION_INSTRUCTION",
+    "TAAREConfig",
+    "TAAREPolicy",
+    "VanillaPolicy",
+    "create_ta_are_graph",
+    "create_vanilla_graph",
+    "parse_decision",
+]
+
+DECISION_INSTRUCTION = (
+    "Given a question, determine whether you need to retrieve external resources, such as "
+    "real-time search engines, Wikipedia, or databases, to answer the question correctly. "
+    'Only answer "[Yes]" or "[No]".'
+)
+"""The retrieval-decision instruction of the RetrievalQA paper."""
+
+DEFAULT_DEMONSTRATIONS: tuple[tuple[str, str], ...] = (
+    ("Who won the most recent men's football World Cup?", "[Yes]"),
+    ("What is the population of the smallest village in Estonia?", "[Yes]"),
+    ("What is the chemical symbol of gold?", "[No]"),
+    ("Who wrote the play Romeo and Juliet?", "[No]"),
+)
+"""Two questions that need retrieval (recent or long-tail facts) and two that do not."""
+
+_ANSWER_OWN = (
+    "Please use your own knowledge to answer the question. If you do not know the answer, "
+    'just say "I don\'t know".\nQuestion: {question}\nAnswer:'
+)
+_ANSWER_WITH_DOCS = (
+    "Please use the paragraph and your own knowledge to answer the question. If you do not "
+    'know the answer, just say "I don\'t know".\nParagraph: {paragraph}\n'
+    "Question: {question}\nAnswer:"
+)
+
+
+def parse_decision(text: str) -> bool | None:
+    """``True`` for a yes ("[Yes]", "Yes", "**Yes**", "yes."), ``False`` for a no, else ``None``."""
+    match = re.search(r"\b(yes|no)\b", text.lower())
+    if match is None:
+        return None
+    return match.group(1) == "yes"
+
+
+@dataclass(frozen=True)
+class TAAREConfig(GenerationConfig):
+    """Vanilla / TA-ARE settings (short-form QA: greedy, 100 tokens, top-5 documents)."""
+
+    generate_max_length: int = 100
+    """Answer budget (the paper: 100 tokens)."""
+    retrieve_topk: int = 5
+    """Documents in the answer's paragraph (the paper: top 5)."""
+    decision_max_tokens: int = 8
+    """Tokens for the "[Yes]"/"[No]" decision."""
+    today: str | None = None
+    """TA-ARE's date, e.g. "November 21, 2026"; ``None``: the date the graph runs."""
+    demonstrations: tuple[tuple[str, str], ...] = DEFAULT_DEMONSTRATIONS
+    """TA-ARE's (question, "[Yes]"/"[No]") demonstrations."""
+
+
+class VanillaPolicy(Policy):
+    """Ask the model whether it needs retrieval; answer with or without documents."""
+
+    name = "vanilla"
+    config: TAAREConfig
+
+    def decision_prompt(self, question: str) -> str:
+        """The instruction and the question."""
+        return f"{DECISION_INSTRUCTION}\nQuestion: {question}\nAnswer:"
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate the retrieval decision."""
+        trace = ctx.model.generate_trace(
+            self.decision_prompt(state["question"]),
+            max_new_tokens=self.config.decision_max_tokens,
+            stop=("\n",),
+        )[0]
+        return {
+            "draft": trace.text,
+            "draft_tokens": list(trace.tokens),
+            "counts": bump(
+                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+            ),
+        }
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Retrieve on "[Yes]" and on an unparseable decision; answer directly on "[No]"."""
+        decision = parse_decision(state.get("draft", ""))
+        if decision is False:
+            return {"route": "continue", "step": 1, "docs": []}
+        note = "" if decision else f"unparseable decision {state.get('draft', '')!r}: retrieved"
+        return {
+            "route": "retrieve",
+            "step": 1,
+            "pending": {
+                "trigger_position": None,
+                "trigger_word": state.get("draft", "").strip(),
+                "score": None,
+                "threshold": None,
+                "note": note,
+            },
+        }
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Answer, over a paragraph of the documents when there are any."""
+        docs = state.get("docs", [])
+        if docs:
+            paragraph = " ".join(d["text"] for d in docs)
+            prompt = _ANSWER_WITH_DOCS.format(paragraph=paragraph, question=state["question"])
+        else:
+            prompt = _ANSWER_OWN.format(question=state["question"])
+        trace = ctx.model.generate_trace(
+            prompt, max_new_tokens=self.config.generate_max_length, stop=("\n",)
+        )[0]
+        return {
+            "text": trace.text,
+            "answer_tokens": trace.num_tokens,
+            "finished": True,
+            "counts": bump(state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens),
+        }
+
+    def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """The answer is the generated text."""
+        text = state.get("text", "")
+        return {"answer": text.strip(), "text": text, "counts": bump(state.get("counts"))}
+
+
+class TAAREPolicy(VanillaPolicy):
+    """TA-ARE: the decision prompt adds today's date and four demonstrations."""
+
+    name = "ta_are"
+
+    def decision_prompt(self, question: str) -> str:
+        """Date, instruction, demonstrations, question."""
+        today = self.config.today or datetime.date.today().strftime("%B %d, %Y")
+        demos = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a in self.config.demonstrations)
+        return f"Today is {today}. {DECISION_INSTRUCTION}\n{demos}Question: {question}\nAnswer:"
+
+
+def create_vanilla_graph(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    config: TAAREConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """Vanilla prompting graph: the model says whether it needs retrieval."""
+    policy = VanillaPolicy(config or TAAREConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )
+
+
+def create_ta_are_graph(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    *,
+    config: TAAREConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """TA-ARE graph: time-aware decision prompt with demonstrations."""
+    policy = TAAREPolicy(config or TAAREConfig())
+    return build_adaptive_rag_graph(
+        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+    )
