@@ -6,6 +6,7 @@ tested against values computed by hand.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ __all__ = [
     "attention_received",
     "first_sentence",
     "flare_sentence_score",
+    "gram_uncertainty",
     "is_content_word",
     "log_softmax",
     "masked_query",
@@ -412,3 +414,30 @@ def qfs_select(
     candidates = [i for i in range(len(content)) if content[i] and i not in exclude]
     ranked = sorted(candidates, key=lambda i: (-float(weights[i]), i))[:top_n]
     return sorted(ranked)
+
+
+def gram_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
+    """SeaKR's self-aware uncertainty of ``k`` sampled end-of-sequence hidden states.
+
+    ``U = (1/k) logdet(Z J_d Z^T + alpha I_k)`` where ``Z`` is ``(k, d)`` and
+    ``J_d = I - 11^T/d`` centres each vector over its ``d`` features; computed in float64
+    with ``slogdet``. Higher means less consistent samples, i.e. more uncertain.
+
+    Args:
+        states: Shape ``(k, d)``, one row per sample (empty samples already dropped).
+        alpha: The ridge ``alpha`` that keeps the Gram matrix invertible.
+
+    Returns:
+        ``U`` (``+inf`` for no samples: treated as uncertain).
+    """
+    z = np.asarray(states, dtype=np.float64)
+    if z.ndim != 2:
+        msg = f"Expected hidden states of shape (k, d), got shape {z.shape}."
+        raise ValueError(msg)
+    k = z.shape[0]
+    if k == 0:
+        return math.inf
+    centred = z - z.mean(axis=1, keepdims=True)  # Z J_d
+    gram = centred @ centred.T + alpha * np.eye(k)
+    _, logdet = np.linalg.slogdet(gram)
+    return float(logdet / k)

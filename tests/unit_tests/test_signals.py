@@ -201,3 +201,26 @@ def test_qfs_select_by_hand() -> None:
     # word 3 triggered (excluded), word 2 is a stop word: top 2 of {0, 1, 4, 5} are 1 and 5
     assert qfs_select(weights, content, exclude={3}, top_n=2) == [1, 5]
     assert qfs_select(weights, content, exclude=set(), top_n=10) == [0, 1, 3, 4, 5]
+
+
+def test_gram_uncertainty_by_hand() -> None:
+    from langchain_adaptive_rag.signals import gram_uncertainty
+
+    # two samples, d = 2: z1 = (1, -1) is already centred, z2 = (3, 3) centres to (0, 0)
+    # Gram = [[2, 0], [0, 0]] + 0.5 I -> det = 2.5 * 0.5 = 1.25, U = ln(1.25) / 2
+    z = np.array([[1.0, -1.0], [3.0, 3.0]])
+    assert gram_uncertainty(z, alpha=0.5) == pytest.approx(math.log(1.25) / 2)
+    # identical samples: each centres to (0.1, -0.4, 0.3), c = |.|^2 = 0.26, Gram = c 11^T
+    # (rank one) + alpha I -> det = alpha^3 (alpha + 4c), U = ln(det) / 4 = -5.170771
+    same = np.tile(np.array([[0.3, -0.2, 0.5]]), (4, 1))
+    expected = (3 * math.log(1e-3) + math.log(1e-3 + 4 * 0.26)) / 4
+    assert gram_uncertainty(same, alpha=1e-3) == pytest.approx(expected)
+    assert expected == pytest.approx(-5.170771, abs=1e-6)
+    # spread-out samples are more uncertain than consistent ones
+    rng = np.random.default_rng(0)
+    spread = rng.normal(size=(5, 16))
+    close = np.tile(spread[:1], (5, 1)) + 0.01 * rng.normal(size=(5, 16))
+    assert gram_uncertainty(spread) > gram_uncertainty(close)
+    assert gram_uncertainty(np.zeros((0, 4))) == math.inf
+    with pytest.raises(ValueError, match=r"shape \(k, d\)"):
+        gram_uncertainty(np.zeros(4))
