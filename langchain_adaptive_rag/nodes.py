@@ -106,10 +106,16 @@ def make_retrieve_node(policy: Policy, ctx: RunContext) -> Node:
 
 
 def make_rerank_node(policy: Policy, ctx: RunContext) -> Node:
-    """Node ``rerank``: the policy's re-ranking; records the retrieval event."""
+    """Node ``rerank``: the policy's re-ranking; records the retrieval event.
+
+    The event lists the retrieved documents in retriever order; ``rerank_order`` gives the
+    ranks the policy kept (``None``: all, unchanged).
+    """
 
     def rerank(state: AdaptiveRAGState) -> dict[str, Any]:
-        docs, order = policy.rerank(ctx, state, list(state.get("docs", [])))
+        retrieved = list(state.get("docs", []))
+        update = policy.rerank(ctx, state)
+        order: list[int] | None = update.get("rerank_order")  # type: ignore[assignment]
         pending = state.get("pending", {})
         event: RetrievalEvent = {
             "step": state.get("step", 0),
@@ -118,12 +124,12 @@ def make_rerank_node(policy: Policy, ctx: RunContext) -> Node:
             "score": pending.get("score"),  # type: ignore[typeddict-item]
             "threshold": pending.get("threshold"),  # type: ignore[typeddict-item]
             "query": state.get("query", ""),
-            "doc_ids": [d["id"] for d in docs],
-            "doc_texts": [d["text"] for d in docs],
+            "doc_ids": [d["id"] for d in retrieved],
+            "doc_texts": [d["text"] for d in retrieved],
             "rerank_order": order,
             "note": str(pending.get("note", "")),
         }
-        return {"docs": docs, "rerank_order": order, "retrievals": [event]}
+        return {**update, "retrievals": [event]}
 
     return rerank
 

@@ -181,11 +181,14 @@ class Policy:
         """The retrieval query; by default the question."""
         return state["question"]
 
-    def rerank(
-        self, ctx: RunContext, state: AdaptiveRAGState, docs: list[RetrievedDoc]
-    ) -> tuple[list[RetrievedDoc], list[int] | None]:
-        """Order or filter retrieved documents; by default keep the retriever's order."""
-        return docs, None
+    def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Order or filter the retrieved ``docs``; by default keep the retriever's order.
+
+        Returns:
+            An update with the documents to use (``docs``) and the retriever ranks kept
+            (``rerank_order``, ``None`` when not re-ranked).
+        """
+        return {"docs": list(state.get("docs", [])), "rerank_order": None}
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate with the retrieved documents and accept the whole continuation."""

@@ -54,7 +54,7 @@ class RetrievalEvent(TypedDict):
     query: str
     """The query sent to the retriever."""
     doc_ids: list[str]
-    """Ids of the documents used, in prompt order."""
+    """Ids of the retrieved documents, in retriever order."""
     doc_texts: list[str]
     """Their texts."""
     rerank_order: list[int] | None
