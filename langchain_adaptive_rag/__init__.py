@@ -26,6 +26,7 @@ from langchain_adaptive_rag.graphs import (
     create_fix_sentence_graph,
     create_flare_graph,
     create_no_retrieval_graph,
+    create_seakr_graph,
     create_single_round_graph,
     create_ta_are_graph,
     create_vanilla_graph,
@@ -33,6 +34,7 @@ from langchain_adaptive_rag.graphs import (
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.prompts import QAPrompts
@@ -54,6 +56,7 @@ __all__ = [
     "HiddenLayerError",
     "PromptTooLongError",
     "QAPrompts",
+    "SeaKRConfig",
     "TAAREConfig",
     "TokenSignals",
     "create_adaptive_rag_graph",
@@ -63,6 +66,7 @@ __all__ = [
     "create_fix_sentence_graph",
     "create_flare_graph",
     "create_no_retrieval_graph",
+    "create_seakr_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",

@@ -112,6 +112,8 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """The query of the retrieval being carried out."""
     docs: NotRequired[list[RetrievedDoc]]
     """Documents for the next generation."""
+    kept_docs: NotRequired[list[RetrievedDoc]]
+    """Documents a method keeps across rounds (SeaKR accumulates up to ``max_docs``)."""
     rerank_order: NotRequired[list[int] | None]
     """Retriever ranks kept by the re-ranker."""
     last_accepted: NotRequired[str]

@@ -199,6 +199,8 @@ class ScriptedResponse:
     entropies: tuple[float, ...] | None = None
     attention: tuple[tuple[float, ...], ...] | None = None
     """Head-averaged rows over the generated tokens, ``(T, T)``; default: uniform causal."""
+    hidden: tuple[float, ...] | None = None
+    """The hidden state to report when one is asked for (default: zeros of size 4)."""
 
     def pieces(self) -> list[str]:
         """The token pieces of the response."""
@@ -235,6 +237,7 @@ class FakeTraceModel:
         """
         self.forward_attention_fn = forward_attention_fn or _uniform_causal
         self.attention_texts: list[str] = []
+        self.calls: list[dict[str, object]] = []
         self.responses = [
             r if isinstance(r, ScriptedResponse) else ScriptedResponse(r) for r in responses
         ]
@@ -250,11 +253,50 @@ class FakeTraceModel:
         self,
         prompt: str,
         *,
+        n: int = 1,
+        include_greedy: bool = False,
         max_new_tokens: int | None = None,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
         stop: Sequence[str] | None = None,
         attention: bool = False,
+        hidden: bool = False,
+        hidden_layer: int = -1,
+        hidden_site: Literal["residual", "mlp"] = "residual",
+        hidden_at: Literal["last", "eos"] = "last",
     ) -> list[GenerationTrace]:
-        """Return the next scripted response as a trace."""
+        """Return the next ``n`` (+1 with ``include_greedy``) scripted responses as traces.
+
+        Sampling options are recorded in :attr:`calls` and otherwise ignored: the script
+        already says what each sample is.
+        """
+        count = n + (1 if include_greedy else 0)
+        self.calls.append(
+            {
+                "prompt": prompt,
+                "n": n,
+                "include_greedy": include_greedy,
+                "do_sample": do_sample,
+                "seed": seed,
+                "hidden_layer": hidden_layer,
+                "hidden_site": hidden_site,
+                "hidden_at": hidden_at,
+            }
+        )
+        return [self._one(prompt, max_new_tokens, stop, attention, hidden) for _ in range(count)]
+
+    def _one(
+        self,
+        prompt: str,
+        max_new_tokens: int | None,
+        stop: Sequence[str] | None,
+        attention: bool,
+        hidden: bool,
+    ) -> GenerationTrace:
+        """One scripted response as a trace."""
         if len(self.prompts) >= len(self.responses):
             msg = (
                 f"FakeTraceModel was called {len(self.prompts) + 1} times but scripts "
@@ -293,19 +335,21 @@ class FakeTraceModel:
         for piece in pieces:
             kept.append(piece[: max(0, len(text) - used)])
             used += len(piece)
-        return [
-            GenerationTrace(
-                prompt_ids=np.zeros(0, dtype=np.int64),
-                token_ids=np.arange(count, dtype=np.int64),
-                tokens=kept,
-                text=text,
-                logprobs=np.asarray(logprobs[:count], dtype=np.float32),
-                entropies=np.asarray(entropies[:count], dtype=np.float32),
-                finish_reason=finish,
-                stop_string=stop_string,
-                attention=attention_rows,
-            )
-        ]
+        hidden_state = None
+        if hidden:
+            hidden_state = np.asarray(response.hidden or (0.0,) * 4, dtype=np.float32)
+        return GenerationTrace(
+            prompt_ids=np.zeros(0, dtype=np.int64),
+            token_ids=np.arange(count, dtype=np.int64),
+            tokens=kept,
+            text=text,
+            logprobs=np.asarray(logprobs[:count], dtype=np.float32),
+            entropies=np.asarray(entropies[:count], dtype=np.float32),
+            finish_reason=finish,
+            stop_string=stop_string,
+            attention=attention_rows,
+            hidden=hidden_state,
+        )
 
     def forward_attention(self, text: str | Sequence[int], *, layer: int = -1) -> AttentionMatrix:
         """Attention over ``text`` split into word pieces (ids: the last draft's pieces)."""

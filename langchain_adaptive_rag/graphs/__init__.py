@@ -24,6 +24,7 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_single_round_graph,
 )
 from langchain_adaptive_rag.graphs.flare import FLAREConfig, FLAREPolicy, create_flare_graph
+from langchain_adaptive_rag.graphs.seakr import SeaKRConfig, SeaKRPolicy, create_seakr_graph
 from langchain_adaptive_rag.graphs.ta_are import (
     TAAREConfig,
     TAAREPolicy,
@@ -45,6 +46,7 @@ __all__ = [
     "create_fix_sentence_graph",
     "create_flare_graph",
     "create_no_retrieval_graph",
+    "create_seakr_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",
@@ -71,12 +73,13 @@ _POLICIES: dict[str, tuple[Callable[[GenerationConfig], Policy], type[Generation
     "fix_sentence": (FixSentencePolicy, FixSentenceConfig),
     "flare": (FLAREPolicy, FLAREConfig),
     "dragin": (DRAGINPolicy, DRAGINConfig),
+    "seakr": (SeaKRPolicy, SeaKRConfig),
     "vanilla": (VanillaPolicy, TAAREConfig),
     "ta_are": (TAAREPolicy, TAAREConfig),
 }
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)
-"""Methods this version builds; the others of :data:`Method` are not implemented yet."""
+"""Methods this version builds (all of :data:`Method`)."""
 
 
 def create_adaptive_rag_graph(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from langchain_adaptive_rag import (
     FixLengthConfig,
     FLAREConfig,
     GenerationConfig,
+    SeaKRConfig,
     TAAREConfig,
     create_adaptive_rag_graph,
     create_bm25_retriever,
@@ -38,6 +40,7 @@ CONFIGS: dict[str, GenerationConfig] = {
     "flare": FLAREConfig(generate_max_length=12),
     "dragin": DRAGINConfig(generate_max_length=12, theta=0.5),
     "vanilla": TAAREConfig(generate_max_length=12),
+    "seakr": SeaKRConfig(generate_max_length=12, num_samples=3, hidden_layer=1, delta=-100.0),
     "ta_are": TAAREConfig(generate_max_length=12, today="November 21, 2026"),
 }
 
@@ -89,7 +92,7 @@ def test_method_end_to_end(method: str, chat: ChatTransformers, retriever, tmp_p
         assert saved.values["answer"] == result["answer"]
 
 
-@pytest.mark.parametrize("method", ["single_round", "flare", "dragin"])
+@pytest.mark.parametrize("method", ["single_round", "flare", "dragin", "seakr"])
 async def test_method_async(method: str, chat: ChatTransformers, retriever) -> None:
     graph = create_adaptive_rag_graph(chat, retriever, method, config=_config(method))
     result = await graph.ainvoke({"question": "Who was born first, Carl Lind or Maria Holm?"})
@@ -129,8 +132,6 @@ def test_attention_method_on_an_sdpa_model_fails_at_build_time(llama_dir: Path, 
 def test_method_errors(chat: ChatTransformers, retriever) -> None:
     from langchain_adaptive_rag import AdaptiveRAGError
 
-    with pytest.raises(AdaptiveRAGError, match="'seakr' is known but not available"):
-        create_adaptive_rag_graph(chat, retriever, "seakr")
     with pytest.raises(AdaptiveRAGError, match="'raptor' is unknown"):
         create_adaptive_rag_graph(chat, retriever, "raptor")  # type: ignore[arg-type]
     with pytest.raises(AdaptiveRAGError, match="takes a FLAREConfig, got GenerationConfig"):
@@ -159,3 +160,15 @@ def test_dragin_attention_modes_on_a_real_model(
     event = result["retrievals"][0]
     assert event["score"] > 0.5 and event["threshold"] == 0.5
     assert event["trigger_word"] and isinstance(event["query"], str) and event["query"]
+
+
+def test_seakr_on_a_real_model(chat: ChatTransformers, retriever) -> None:
+    config = SeaKRConfig(generate_max_length=16, num_samples=4, hidden_layer=0, delta=-100.0)
+    result = create_adaptive_rag_graph(chat, retriever, "seakr", config=config).invoke(
+        {"question": "When was the director of Blue Harbour born?"}
+    )
+    event = result["retrievals"][0]
+    # U of 4 real EOS hidden states (mlp output of layer 0) is finite and above delta
+    assert math.isfinite(event["score"]) and event["score"] > -100.0
+    assert event["rerank_order"] is not None and len(event["rerank_order"]) == 1
+    assert result["counts"]["llm_calls"] >= 5 * (1 + 4)

@@ -1,0 +1,364 @@
+"""SeaKR: self-aware knowledge retrieval (Yao et al., 2024).
+
+Algorithm, one reasoning step (= one sentence):
+
+1. draft: generate the step greedily plus ``k`` samples in one batched call, read each
+   sample's hidden state at an end-of-sequence token (layer ``L/2``, MLP output), and
+   measure the self-aware uncertainty ``U = (1/k) logdet(Z J_d Z^T + alpha I)``;
+2. score_need: retrieve if ``U > delta`` (and fewer than ``max_docs`` documents are kept),
+   else accept the greedy step;
+3. formulate_query: the greedy step's content words that are confident (every token
+   ``p >= 0.9``) or already in the question or the previous step;
+4. retrieve the BM25 top documents; 5. rerank (self-aware re-ranking): for each new
+   document, regenerate the step with it and measure ``U``; keep the single document of
+   lowest ``U`` (documents accumulate, at most ``max_docs``);
+6. continue_generation: accept the step generated with the kept document;
+7. finalize (self-aware reasoning): answer once from the rationale and once from the kept
+   documents; the answer of lower ``U`` wins (empty or "unknown" answers lose).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+from langchain_core.retrievers import BaseRetriever
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
+from langchain_adaptive_rag.signals import (
+    gram_uncertainty,
+    is_content_word,
+    merge_tokens_into_words,
+    tokens_covering,
+)
+from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
+
+__all__ = [
+    "SamplingModel",
+    "SeaKRConfig",
+    "SeaKRPolicy",
+    "calibrate_delta",
+    "create_seakr_graph",
+]
+
+STEP_STOP = (". ", "\n")
+"""A reasoning step ends at a sentence end or a line end."""
+
+
+class SamplingModel(TraceModel, Protocol):
+    """What SeaKR needs: batched sampling with end-of-sequence hidden states."""
+
+    def generate_trace(
+        self,
+        prompt: str,
+        *,
+        n: int = 1,
+        include_greedy: bool = False,
+        max_new_tokens: int | None = None,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        attention: bool = False,
+        hidden: bool = False,
+        hidden_layer: int = -1,
+        hidden_site: Literal["residual", "mlp"] = "residual",
+        hidden_at: Literal["last", "eos"] = "last",
+    ) -> list[GenerationTrace]:
+        """See ``ChatTransformers.generate_trace``."""
+        ...
+
+
+@dataclass(frozen=True)
+class SeaKRConfig(GenerationConfig):
+    """SeaKR settings (the paper's symbols)."""
+
+    delta: float = -6.0
+    """Retrieval threshold ``delta`` on ``U`` (Llama-2-7B, layer 15). ``U`` is not
+    scale-invariant: calibrate it for another model with :func:`calibrate_delta`."""
+    num_samples: int = 20
+    """``k`` sampled generations per step, besides the greedy one."""
+    temperature: float = 1.0
+    """Sampling temperature of the ``k`` samples."""
+    top_k: int = 50
+    """Top-k of the samples."""
+    top_p: float = 0.9
+    """Top-p of the samples."""
+    seed: int = 0
+    """Seed of the first sample (sample ``i`` uses ``seed + i``)."""
+    hidden_layer: int = 15
+    """Layer whose hidden state is read: ``L/2 - 1`` counted from 0 (15 for 32 layers)."""
+    hidden_site: Literal["residual", "mlp"] = "mlp"
+    """``mlp`` output (SeaKR's vLLM patch) or the layer's ``residual`` output."""
+    alpha: float = 1e-3
+    """Ridge ``alpha`` of the Gram log-determinant."""
+    confident_p: float = 0.9
+    """A query word's tokens must all have at least this probability (or occur in the
+    question or the previous step)."""
+    max_docs: int = 5
+    """Documents kept at most (they accumulate across steps)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("num_samples", "max_docs"):
+            if getattr(self, name) < 1:
+                msg = f"SeaKRConfig.{name} must be >= 1, got {getattr(self, name)}."
+                raise AdaptiveRAGError(msg)
+
+
+@dataclass(frozen=True)
+class _Step:
+    text: str
+    tokens: list[str]
+    logprobs: list[float]
+    uncertainty: float
+    generated: int
+
+
+class SeaKRPolicy(Policy):
+    """Self-aware uncertainty decides when; self-aware re-ranking and reasoning decide how."""
+
+    name = "seakr"
+    config: SeaKRConfig
+
+    def _model(self, ctx: RunContext) -> SamplingModel:
+        return ctx.model  # type: ignore[return-value]
+
+    def _sample(self, ctx: RunContext, prompt: str, max_new_tokens: int) -> _Step:
+        """Greedy step plus ``k`` samples; ``U`` over the non-empty samples."""
+        config = self.config
+        traces = self._model(ctx).generate_trace(
+            prompt,
+            n=config.num_samples,
+            include_greedy=True,
+            max_new_tokens=max(1, max_new_tokens),
+            do_sample=True,
+            temperature=config.temperature,
+            top_k=config.top_k,
+            top_p=config.top_p,
+            seed=config.seed,
+            stop=STEP_STOP,
+            hidden=True,
+            hidden_layer=config.hidden_layer,
+            hidden_site=config.hidden_site,
+            hidden_at="eos",
+        )
+        greedy, samples = traces[0], traces[1:]
+        states = [t.hidden for t in samples if t.num_tokens > 0 and t.hidden is not None]
+        uncertainty = gram_uncertainty(np.stack(states)) if states else math.inf
+        text = greedy.text + ("." if greedy.stop_string == ". " else "")
+        kept = tokens_covering(greedy.tokens, len(text))
+        return _Step(
+            text=text,
+            tokens=list(greedy.tokens[:kept]),
+            logprobs=[float(x) for x in greedy.logprobs[:kept]],
+            uncertainty=uncertainty,
+            generated=sum(t.num_tokens for t in traces),
+        )
+
+    def _step_prompt(
+        self, ctx: RunContext, state: AdaptiveRAGState, docs: Sequence[RetrievedDoc]
+    ) -> str:
+        return build_prompt(ctx.prompts, state["question"], state.get("text", ""), docs)
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate the next step with the kept documents and measure its uncertainty."""
+        step = self._sample(
+            ctx, self._step_prompt(ctx, state, state.get("docs", [])), self.remaining(state)
+        )
+        return {
+            "draft": step.text,
+            "draft_tokens": step.tokens,
+            "draft_logprobs": step.logprobs,
+            "pending": {"score": step.uncertainty},
+            "counts": bump(
+                state.get("counts"),
+                llm_calls=1 + self.config.num_samples,
+                generated_tokens=step.generated,
+                rounds=1,
+            ),
+        }
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Retrieve when ``U > delta``; otherwise accept the greedy step."""
+        score = state.get("pending", {}).get("score")
+        uncertainty = float(score) if isinstance(score, (int, float)) else math.inf
+        step = state.get("step", 0) + 1
+        kept_docs = len(state.get("kept_docs", []))
+        if uncertainty > self.config.delta and kept_docs < self.config.max_docs:
+            return {
+                "route": "retrieve",
+                "step": step,
+                "pending": {
+                    "trigger_position": 0,
+                    "trigger_word": state.get("draft", "").strip(),
+                    "score": uncertainty,
+                    "threshold": self.config.delta,
+                },
+            }
+        update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
+        update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
+        return update
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """Confident or already-known content words of the greedy step."""
+        tokens = state.get("draft_tokens", [])
+        probs = [math.exp(lp) for lp in state.get("draft_logprobs", [])]
+        known = {
+            w.strip(".,;:!?").lower()
+            for w in (state["question"] + " " + state.get("last_accepted", "")).split()
+        }
+        chosen = []
+        for word in merge_tokens_into_words(tokens):
+            confident = all(p >= self.config.confident_p for p in probs[word.start : word.end])
+            if is_content_word(word.text) and (
+                confident or word.text.strip(".,;:!?").lower() in known
+            ):
+                chosen.append(word.text)
+        return " ".join(chosen) or state["question"]
+
+    def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Keep the retrieved document whose step is generated with the lowest ``U``."""
+        kept = list(state.get("kept_docs", []))
+        known = {d["id"] for d in kept}
+        candidates = [
+            (rank, d) for rank, d in enumerate(state.get("docs", [])) if d["id"] not in known
+        ]
+        counts = state.get("counts")
+        best: tuple[float, int, RetrievedDoc, _Step] | None = None
+        for rank, doc in candidates:
+            step = self._sample(
+                ctx, self._step_prompt(ctx, state, [*kept, doc]), self.remaining(state)
+            )
+            counts = bump(
+                counts, llm_calls=1 + self.config.num_samples, generated_tokens=step.generated
+            )
+            if best is None or step.uncertainty < best[0]:
+                best = (step.uncertainty, rank, doc, step)
+        if best is None:
+            return {"docs": kept, "kept_docs": kept, "rerank_order": [], "counts": bump(counts)}
+        _, rank, doc, step = best
+        kept = [*kept, doc][-self.config.max_docs :]
+        return {
+            "docs": kept,
+            "kept_docs": kept,
+            "rerank_order": [rank],
+            "draft": step.text,
+            "draft_tokens": step.tokens,
+            "counts": counts,
+        }
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Accept the step generated with the kept document (or generate one without)."""
+        if state.get("rerank_order"):
+            return self.accept(
+                ctx, state, state.get("draft", ""), len(state.get("draft_tokens", []))
+            )
+        step = self._sample(
+            ctx, self._step_prompt(ctx, state, state.get("docs", [])), self.remaining(state)
+        )
+        update = self.accept(ctx, state, step.text, len(step.tokens))
+        update["counts"] = bump(
+            state.get("counts"),
+            llm_calls=1 + self.config.num_samples,
+            generated_tokens=step.generated,
+        )
+        return update
+
+    def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Self-aware reasoning: the rationale's answer or the documents' answer, lower ``U``."""
+        text = state.get("text", "")
+        marker = ctx.prompts.answer_marker
+        cut = text.lower().rfind(marker)
+        rationale = text[:cut].rstrip() if cut >= 0 else text
+        forced = ctx.prompts.forced_answer
+        candidates: list[tuple[str, str, Sequence[RetrievedDoc]]] = [
+            ("rationale", rationale + forced, ())
+        ]
+        if state.get("kept_docs"):
+            candidates.append(("documents", forced, state.get("kept_docs", [])))
+        counts = state.get("counts")
+        results: list[tuple[float, str, str, str]] = []
+        for label, continuation, docs in candidates:
+            prompt = build_prompt(ctx.prompts, state["question"], continuation, docs)
+            step = self._sample(ctx, prompt, self.config.forced_answer_tokens)
+            counts = bump(
+                counts, llm_calls=1 + self.config.num_samples, generated_tokens=step.generated
+            )
+            answer = step.text.strip().rstrip(".").strip()
+            unknown = not answer or answer.lower() in {"unknown", "i don't know"}
+            score = math.inf if unknown else step.uncertainty
+            results.append((score, label, answer, continuation + step.text))
+        _, label, answer, full = min(results, key=lambda r: r[0])  # ties: the rationale
+        return {
+            "answer": answer,
+            "text": full if label == "rationale" else rationale,
+            "counts": bump(counts),
+        }
+
+
+def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) -> float:
+    """A ``delta`` under which about ``retrieve_fraction`` of the given steps would retrieve.
+
+    Run a graph (or :meth:`SeaKRPolicy.draft`) on held-out questions, collect the ``U``
+    of their steps (``pending["score"]``), and pick the quantile that matches how often
+    retrieval should fire.
+
+    Args:
+        uncertainties: ``U`` values measured on the model at hand.
+        retrieve_fraction: Desired share of steps with ``U > delta``, in ``[0, 1]``.
+
+    Returns:
+        The threshold.
+    """
+    values = np.asarray([u for u in uncertainties if math.isfinite(u)], dtype=np.float64)
+    if values.size == 0 or not 0.0 <= retrieve_fraction <= 1.0:
+        msg = (
+            f"calibrate_delta needs finite uncertainties and a fraction in [0, 1]; got "
+            f"{values.size} values and {retrieve_fraction}."
+        )
+        raise AdaptiveRAGError(msg)
+    return float(np.quantile(values, 1.0 - retrieve_fraction))
+
+
+def create_seakr_graph(
+    model: SamplingModel,
+    retriever: BaseRetriever,
+    *,
+    config: SeaKRConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """SeaKR graph: retrieve when the model's sampled hidden states disagree.
+
+    Args:
+        model: ``ChatTransformers`` (any attention kernel).
+        retriever: Any LangChain retriever.
+        config: SeaKR settings (``delta``, ``k``, layer, ...).
+        prompts: Prompt templates.
+        checkpointer: Passed to ``compile``.
+        name: Graph name.
+
+    Returns:
+        The compiled graph.
+    """
+    policy = SeaKRPolicy(config or SeaKRConfig())
+    return build_adaptive_rag_graph(
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        name=name,
+    )

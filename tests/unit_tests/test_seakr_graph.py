@@ -1,0 +1,101 @@
+"""SeaKR on scripted samples: uncertainty, query, self-aware re-ranking and reasoning."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs.seakr import SeaKRConfig, calibrate_delta, create_seakr_graph
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.signals import gram_uncertainty
+from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
+from tests.unit_tests.test_fixed_graphs import PASSAGES, QUESTION, RecordingRetriever
+
+NO_SHOTS = QAPrompts(exemplars=())
+SAME = ((1.0, 0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))  # consistent samples
+APART = ((1.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 0.0))  # inconsistent samples
+U_SAME = gram_uncertainty(np.array(SAME))
+U_APART = gram_uncertainty(np.array(APART))
+CONFIG = SeaKRConfig(num_samples=2, delta=-2.0, hidden_layer=1)
+
+
+def _step(greedy: str, hidden: tuple[tuple[float, ...], ...]) -> list[ScriptedResponse]:
+    """A greedy step and two samples whose hidden states are ``hidden``."""
+    return [
+        ScriptedResponse(greedy),
+        ScriptedResponse(" sample one.", hidden=hidden[0]),
+        ScriptedResponse(" sample two.", hidden=hidden[1]),
+    ]
+
+
+def test_uncertainties_by_hand() -> None:
+    # consistent: det = alpha (alpha + 2 * 0.75); apart: det = (0.75 + alpha)^2 - 0.25^2
+    assert pytest.approx((math.log(1e-3) + math.log(1e-3 + 1.5)) / 2) == U_SAME
+    assert pytest.approx(math.log((0.751) ** 2 - 0.0625) / 2) == U_APART
+    assert U_SAME < CONFIG.delta < U_APART
+
+
+def test_seakr_full_run() -> None:
+    script = [
+        *_step(" Blue Harbour was directed by Anna Berg. She", APART),  # uncertain: retrieve
+        *_step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
+        *_step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1: lowest U
+        *_step(" It is a film. X", APART),  # rerank, doc p2
+        *_step(" So the answer is 1931.", SAME),  # next step: certain, answered
+        *_step(" 1931.", SAME),  # finalize: answer from the rationale
+        *_step(" 1930.", APART),  # finalize: answer from the documents
+    ]
+    model = FakeTraceModel(script)
+    retriever = RecordingRetriever()
+    result = create_seakr_graph(model, retriever, config=CONFIG, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    # the greedy step's confident content words form the query
+    assert retriever.queries == ["Blue Harbour directed Anna Berg"]
+    (event,) = result["retrievals"]
+    assert event["score"] == pytest.approx(U_APART) and event["threshold"] == -2.0
+    assert event["doc_ids"] == ["p0", "p1", "p2"] and event["rerank_order"] == [1]
+    # each candidate step is generated with that document in the prompt
+    rerank_prompts = [call["prompt"] for call in model.calls[1:4]]
+    for passage, prompt in zip(PASSAGES, rerank_prompts, strict=True):
+        assert f"[1] {passage}" in str(prompt)
+    # the kept document stays in the prompt of the next step
+    assert f"[1] {PASSAGES[1]}" in str(model.calls[4]["prompt"])
+    # samples are drawn in one batched call with EOS hidden states of the chosen layer
+    assert model.calls[0]["n"] == 2 and model.calls[0]["include_greedy"] is True
+    assert model.calls[0]["hidden_at"] == "eos" and model.calls[0]["hidden_layer"] == 1
+    assert model.calls[0]["hidden_site"] == "mlp"
+    assert result["text"].startswith(" The film was directed by Anna Berg.")
+    # self-aware reasoning: the rationale's answer (lower U) beats the documents' answer
+    assert result["answer"] == "1931"
+    assert str(model.calls[-1]["prompt"]).startswith("Context:\n[1] " + PASSAGES[1])
+    assert result["counts"]["llm_calls"] == 7 * 3
+
+
+def test_documents_answer_wins_when_more_certain() -> None:
+    script = [
+        *_step(" So the answer is 1931.", SAME),
+        *_step(" unknown", SAME),  # the rationale's answer is unknown: it loses
+    ]
+    model = FakeTraceModel(script)
+    result = create_seakr_graph(
+        model, RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"] == []
+    assert result["answer"] == "unknown"  # no documents were kept: the only candidate
+
+
+def test_calibrate_delta() -> None:
+    values = [-8.0, -7.0, -6.0, -5.0, -4.0]
+    assert calibrate_delta(values, 0.4) == pytest.approx(-5.6)
+    assert sum(v > calibrate_delta(values, 0.4) for v in values) == 2
+    with pytest.raises(AdaptiveRAGError, match="fraction in"):
+        calibrate_delta(values, 1.5)
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(AdaptiveRAGError, match="num_samples must be >= 1, got 0"):
+        SeaKRConfig(num_samples=0)
