@@ -16,6 +16,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer
+from langchain_adaptive_rag.signals import first_sentence, tokens_covering
 from langchain_adaptive_rag.state import AdaptiveRAGState, Counts, RetrievedDoc
 
 __all__ = [
@@ -198,6 +199,22 @@ class Policy:
             state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
         )
         update["step"] = state.get("step", 0) + 1
+        return update
+
+    def continue_first_sentence(
+        self, ctx: RunContext, state: AdaptiveRAGState
+    ) -> dict[str, object]:
+        """Generate with the documents and accept only the first new sentence.
+
+        The continuation of FS-RAG, FLARE and DRAGIN (the DRAGIN code keeps one sentence
+        per retrieval); every generated token is counted.
+        """
+        trace = self.generate(ctx, state, state.get("docs", []))
+        sentence = first_sentence(trace.text)
+        update = self.accept(ctx, state, sentence, tokens_covering(trace.tokens, len(sentence)))
+        update["counts"] = bump(
+            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+        )
         return update
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:

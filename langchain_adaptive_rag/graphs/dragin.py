@@ -36,13 +36,11 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
     aggregate_words,
     attention_received,
-    first_sentence,
     is_content_word,
     merge_tokens_into_words,
     qfs_select,
     rind_scores,
     rind_trigger,
-    tokens_covering,
     word_sentences,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState
@@ -209,13 +207,7 @@ class DRAGINPolicy(Policy):
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Regenerate with the documents and accept the first new sentence."""
-        trace = self.generate(ctx, state, state.get("docs", []))
-        sentence = first_sentence(trace.text)
-        update = self.accept(ctx, state, sentence, tokens_covering(trace.tokens, len(sentence)))
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
-        return update
+        return self.continue_first_sentence(ctx, state)
 
     @staticmethod
     def _model(ctx: RunContext) -> AttentionModel:

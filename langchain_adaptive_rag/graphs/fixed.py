@@ -17,7 +17,6 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
 from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.signals import first_sentence, tokens_covering
 from langchain_adaptive_rag.state import AdaptiveRAGState
 
 __all__ = [
@@ -125,13 +124,7 @@ class FixSentencePolicy(_RetrieveEveryRound):
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate with the documents; accept the first sentence only."""
-        trace = self.generate(ctx, state, state.get("docs", []))
-        sentence = first_sentence(trace.text)
-        kept_tokens = tokens_covering(trace.tokens, len(sentence))
-        update = self.accept(ctx, state, sentence, kept_tokens)
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
+        update = self.continue_first_sentence(ctx, state)
         update["step"] = state.get("step", 0) + 1
         return update
 

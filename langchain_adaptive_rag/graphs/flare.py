@@ -24,14 +24,12 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
-    first_sentence,
     flare_sentence_score,
     masked_query,
     token_sentences,
-    tokens_covering,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState
 
@@ -113,13 +111,7 @@ class FLAREPolicy(Policy):
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Regenerate the uncertain sentence with the documents."""
-        trace = self.generate(ctx, state, state.get("docs", []))
-        sentence = first_sentence(trace.text)
-        update = self.accept(ctx, state, sentence, tokens_covering(trace.tokens, len(sentence)))
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
-        return update
+        return self.continue_first_sentence(ctx, state)
 
 
 def create_flare_graph(
