@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -652,6 +652,7 @@ class ChatTransformers(BaseChatModel):
         hidden_layer: int = -1,
         hidden_site: HiddenSite = "residual",
         hidden_at: HiddenPosition = "last",
+        on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Generate ``n`` samples in one batched decoding loop and return their traces.
 
@@ -678,6 +679,8 @@ class ChatTransformers(BaseChatModel):
             hidden_layer: Decoder layer of the hidden state.
             hidden_site: ``residual`` (layer output) or ``mlp`` (MLP output).
             hidden_at: ``last`` generated token or an ``eos`` token (SeaKR).
+            on_token: Called with each token of the first sample as soon as it is final
+                (after stop-string hold-back), for streaming.
 
         Returns:
             One trace per sample (the greedy one first when ``include_greedy``).
@@ -715,7 +718,10 @@ class ChatTransformers(BaseChatModel):
                 decoding=decoding,
                 capture=capture,
             )
-            return decoder.run()
+            for event in decoder:
+                if on_token is not None and event.sample == 0:
+                    on_token(event)
+            return decoder.traces
 
     async def agenerate_trace(
         self,

@@ -7,17 +7,18 @@ builder wires the same seven nodes for every method; the policy fills them in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer
 from langchain_adaptive_rag.signals import first_sentence, tokens_covering
 from langchain_adaptive_rag.state import AdaptiveRAGState, Counts, RetrievedDoc
+from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "GenerationConfig",
@@ -43,6 +44,7 @@ class TraceModel(Protocol):
         max_new_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         attention: bool = False,
+        on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Generate from a completion prompt; see ``ChatTransformers.generate_trace``."""
         ...
@@ -130,9 +132,14 @@ class Policy:
         """Continue the answer from the accepted text, with ``docs`` in the prompt."""
         prompt = build_prompt(ctx.prompts, state["question"], state.get("text", ""), docs)
         budget = max(1, max_new_tokens or self.remaining(state))
-        return ctx.model.generate_trace(
-            prompt, max_new_tokens=budget, stop=ctx.prompts.stop, attention=attention
-        )[0]
+        with token_stream(prompt, self.name) as sink:
+            return ctx.model.generate_trace(
+                prompt,
+                max_new_tokens=budget,
+                stop=ctx.prompts.stop,
+                attention=attention,
+                on_token=sink,
+            )[0]
 
     def accept(
         self, ctx: RunContext, state: AdaptiveRAGState, new_text: str, new_tokens: int
@@ -224,9 +231,13 @@ class Policy:
         counts = state.get("counts")
         if answer is None:
             prompt = build_prompt(ctx.prompts, state["question"], text + ctx.prompts.forced_answer)
-            trace = ctx.model.generate_trace(
-                prompt, max_new_tokens=self.config.forced_answer_tokens, stop=ctx.prompts.stop
-            )[0]
+            with token_stream(prompt, self.name) as sink:
+                trace = ctx.model.generate_trace(
+                    prompt,
+                    max_new_tokens=self.config.forced_answer_tokens,
+                    stop=ctx.prompts.stop,
+                    on_token=sink,
+                )[0]
             answer = trace.text.strip().rstrip(".").strip()
             text = text + ctx.prompts.forced_answer + trace.text
             counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)

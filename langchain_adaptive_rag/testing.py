@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from langchain_adaptive_rag.chat_models import AttentionMatrix
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
 from langchain_adaptive_rag.signals import tokens_covering
 
 __all__ = [
@@ -267,6 +267,7 @@ class FakeTraceModel:
         hidden_layer: int = -1,
         hidden_site: Literal["residual", "mlp"] = "residual",
         hidden_at: Literal["last", "eos"] = "last",
+        on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Return the next ``n`` (+1 with ``include_greedy``) scripted responses as traces.
 
@@ -286,7 +287,21 @@ class FakeTraceModel:
                 "hidden_at": hidden_at,
             }
         )
-        return [self._one(prompt, max_new_tokens, stop, attention, hidden) for _ in range(count)]
+        traces = [self._one(prompt, max_new_tokens, stop, attention, hidden) for _ in range(count)]
+        if on_token is not None and traces:
+            first = traces[0]
+            for index, piece in enumerate(first.tokens):
+                on_token(
+                    TokenEvent(
+                        sample=0,
+                        index=index,
+                        token_id=index,
+                        piece=piece,
+                        logprob=float(first.logprobs[index]),
+                        entropy=float(first.entropies[index]),
+                    )
+                )
+        return traces
 
     def _one(
         self,

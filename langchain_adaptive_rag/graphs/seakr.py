@@ -20,7 +20,7 @@ Algorithm, one reasoning step (= one sentence):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -29,7 +29,7 @@ from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
@@ -40,6 +40,7 @@ from langchain_adaptive_rag.signals import (
     tokens_covering,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
+from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "SamplingModel",
@@ -74,6 +75,7 @@ class SamplingModel(TraceModel, Protocol):
         hidden_layer: int = -1,
         hidden_site: Literal["residual", "mlp"] = "residual",
         hidden_at: Literal["last", "eos"] = "last",
+        on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """See ``ChatTransformers.generate_trace``."""
         ...
@@ -137,22 +139,24 @@ class SeaKRPolicy(Policy):
     def _sample(self, ctx: RunContext, prompt: str, max_new_tokens: int) -> _Step:
         """Greedy step plus ``k`` samples; ``U`` over the non-empty samples."""
         config = self.config
-        traces = self._model(ctx).generate_trace(
-            prompt,
-            n=config.num_samples,
-            include_greedy=True,
-            max_new_tokens=max(1, max_new_tokens),
-            do_sample=True,
-            temperature=config.temperature,
-            top_k=config.top_k,
-            top_p=config.top_p,
-            seed=config.seed,
-            stop=STEP_STOP,
-            hidden=True,
-            hidden_layer=config.hidden_layer,
-            hidden_site=config.hidden_site,
-            hidden_at="eos",
-        )
+        with token_stream(prompt, self.name) as sink:  # streams the greedy sample
+            traces = self._model(ctx).generate_trace(
+                prompt,
+                n=config.num_samples,
+                include_greedy=True,
+                max_new_tokens=max(1, max_new_tokens),
+                do_sample=True,
+                temperature=config.temperature,
+                top_k=config.top_k,
+                top_p=config.top_p,
+                seed=config.seed,
+                stop=STEP_STOP,
+                hidden=True,
+                hidden_layer=config.hidden_layer,
+                hidden_site=config.hidden_site,
+                hidden_at="eos",
+                on_token=sink,
+            )
         greedy, samples = traces[0], traces[1:]
         states = [t.hidden for t in samples if t.num_tokens > 0 and t.hidden is not None]
         uncertainty = gram_uncertainty(np.stack(states)) if states else math.inf

@@ -24,6 +24,7 @@ from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adapt
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import AdaptiveRAGState
+from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "DECISION_INSTRUCTION",
@@ -97,11 +98,11 @@ class VanillaPolicy(Policy):
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate the retrieval decision."""
-        trace = ctx.model.generate_trace(
-            self.decision_prompt(state["question"]),
-            max_new_tokens=self.config.decision_max_tokens,
-            stop=("\n",),
-        )[0]
+        prompt = self.decision_prompt(state["question"])
+        with token_stream(prompt, self.name) as sink:
+            trace = ctx.model.generate_trace(
+                prompt, max_new_tokens=self.config.decision_max_tokens, stop=("\n",), on_token=sink
+            )[0]
         return {
             "draft": trace.text,
             "draft_tokens": list(trace.tokens),
@@ -136,9 +137,10 @@ class VanillaPolicy(Policy):
             prompt = _ANSWER_WITH_DOCS.format(paragraph=paragraph, question=state["question"])
         else:
             prompt = _ANSWER_OWN.format(question=state["question"])
-        trace = ctx.model.generate_trace(
-            prompt, max_new_tokens=self.config.generate_max_length, stop=("\n",)
-        )[0]
+        with token_stream(prompt, self.name) as sink:
+            trace = ctx.model.generate_trace(
+                prompt, max_new_tokens=self.config.generate_max_length, stop=("\n",), on_token=sink
+            )[0]
         return {
             "text": trace.text,
             "answer_tokens": trace.num_tokens,

@@ -172,3 +172,15 @@ def test_seakr_on_a_real_model(chat: ChatTransformers, retriever) -> None:
     assert math.isfinite(event["score"]) and event["score"] > -100.0
     assert event["rerank_order"] is not None and len(event["rerank_order"]) == 1
     assert result["counts"]["llm_calls"] >= 5 * (1 + 4)
+
+
+def test_messages_stream_mode_on_a_real_model(chat: ChatTransformers, retriever) -> None:
+    graph = create_adaptive_rag_graph(chat, retriever, "flare", config=_config("flare"))
+    parts = list(graph.stream({"question": "Who is Anna Berg?"}, stream_mode="messages"))
+    assert parts, "no tokens were streamed"
+    nodes = {meta["langgraph_node"] for _, meta in parts}
+    assert "draft" in nodes
+    by_message: dict[str, str] = {}
+    for chunk, _ in parts:
+        by_message[chunk.id] = by_message.get(chunk.id, "") + str(chunk.content)
+    assert all(isinstance(text, str) for text in by_message.values())

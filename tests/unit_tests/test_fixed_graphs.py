@@ -210,3 +210,19 @@ def test_config_values_are_checked() -> None:
         FixLengthConfig(fix_length=0)
     with pytest.raises(AdaptiveRAGError, match="generate_max_length must be >= 1"):
         GenerationConfig(generate_max_length=0)
+
+
+def test_messages_stream_mode_streams_each_generation_token_by_token() -> None:
+    from langchain_core.messages import AIMessageChunk
+
+    model = FakeTraceModel([" Anna Berg was born in 1931.", " So the answer is 1931."])
+    graph = create_fix_sentence_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
+    parts = list(graph.stream({"question": QUESTION}, stream_mode="messages"))
+    chunks = [(chunk, meta["langgraph_node"]) for chunk, meta in parts]
+    assert all(isinstance(chunk, AIMessageChunk) for chunk, _ in chunks)
+    assert [c.content for c, _ in chunks] == [
+        " Anna", " Berg", " was", " born", " in", " 1931.",
+        " So", " the", " answer", " is", " 1931.",
+    ]  # fmt: skip
+    assert {node for _, node in chunks} == {"continue_generation"}
+    assert len({c.id for c, _ in chunks}) == 2  # one message per generation
