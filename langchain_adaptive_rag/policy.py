@@ -130,7 +130,13 @@ class Policy:
         attention: bool = False,
     ) -> GenerationTrace:
         """Continue the answer from the accepted text, with ``docs`` in the prompt."""
-        prompt = build_prompt(ctx.prompts, state["question"], state.get("text", ""), docs)
+        prompt = build_prompt(
+            ctx.prompts,
+            state["question"],
+            state.get("text", ""),
+            docs,
+            state.get("chat_history", []),
+        )
         budget = max(1, max_new_tokens or self.remaining(state))
         with token_stream(prompt, self.name) as sink:
             return ctx.model.generate_trace(
@@ -230,7 +236,12 @@ class Policy:
         answer = extract_answer(text, ctx.prompts.answer_marker)
         counts = state.get("counts")
         if answer is None:
-            prompt = build_prompt(ctx.prompts, state["question"], text + ctx.prompts.forced_answer)
+            prompt = build_prompt(
+                ctx.prompts,
+                state["question"],
+                text + ctx.prompts.forced_answer,
+                history=state.get("chat_history", []),
+            )
             with token_stream(prompt, self.name) as sink:
                 trace = ctx.model.generate_trace(
                     prompt,

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
 from langchain_adaptive_rag.state import RetrievedDoc
 
 __all__ = ["DEFAULT_EXEMPLARS", "Exemplar", "QAPrompts", "build_prompt", "extract_answer"]
@@ -61,12 +63,18 @@ class QAPrompts:
     """Generation stops once this appears; the answer is the text after it."""
     forced_answer: str = " So the answer is "
     """Appended when no answer was given, to force one."""
+    history_template: str = "Question: {question}\nAnswer: {answer}\n"
+    """One earlier chat turn; fields ``question`` and ``answer``."""
     stop: tuple[str, ...] = field(default=("\n",))
     """Stop strings of every generation (the case's answer is one line)."""
 
 
 def build_prompt(
-    prompts: QAPrompts, question: str, text: str = "", docs: Sequence[RetrievedDoc] = ()
+    prompts: QAPrompts,
+    question: str,
+    text: str = "",
+    docs: Sequence[RetrievedDoc] = (),
+    history: Sequence[BaseMessage] = (),
 ) -> str:
     """The full completion prompt for ``question`` with the answer so far and documents.
 
@@ -75,6 +83,8 @@ def build_prompt(
         question: The question.
         text: Answer text accepted so far (appended verbatim after the case).
         docs: Documents to show in the context block.
+        history: Earlier chat turns; each human message and the AI reply after it are
+            shown after the exemplars, each in ``history_template``.
 
     Returns:
         The prompt text.
@@ -85,6 +95,7 @@ def build_prompt(
         )
         for e in prompts.exemplars
     ]
+    parts.extend(prompts.history_template.format(question=q, answer=a) for q, a in _turns(history))
     if docs:
         block = "".join(
             prompts.doc_template.format(index=i, text=d["text"]) for i, d in enumerate(docs, 1)
@@ -110,3 +121,16 @@ def extract_answer(text: str, marker: str = "the answer is") -> str | None:
     answer = text[matches[-1].end() :].strip()
     answer = answer.split("\n", 1)[0].strip()
     return answer[:-1].strip() if answer.endswith(".") else answer
+
+
+def _turns(history: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """(question, answer) pairs of a chat history: each human message with the next AI one."""
+    turns: list[tuple[str, str]] = []
+    pending: str | None = None
+    for message in history:
+        if isinstance(message, HumanMessage):
+            pending = message.text
+        elif isinstance(message, AIMessage) and pending is not None:
+            turns.append((pending, message.text))
+            pending = None
+    return turns

@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated
 
+from langchain_core.messages import BaseMessage
 from typing_extensions import NotRequired, TypedDict
 
 __all__ = [
@@ -76,6 +77,9 @@ class AdaptiveRAGInput(TypedDict):
     """What a graph is invoked with."""
 
     question: str
+    """The question to answer."""
+    chat_history: NotRequired[list[BaseMessage]]
+    """Earlier turns; human/AI pairs are shown before the question as solved examples."""
 
 
 class AdaptiveRAGOutput(TypedDict):

@@ -173,7 +173,13 @@ class SeaKRPolicy(Policy):
     def _step_prompt(
         self, ctx: RunContext, state: AdaptiveRAGState, docs: Sequence[RetrievedDoc]
     ) -> str:
-        return build_prompt(ctx.prompts, state["question"], state.get("text", ""), docs)
+        return build_prompt(
+            ctx.prompts,
+            state["question"],
+            state.get("text", ""),
+            docs,
+            state.get("chat_history", []),
+        )
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate the next step with the kept documents and measure its uncertainty."""
@@ -294,7 +300,9 @@ class SeaKRPolicy(Policy):
         counts = state.get("counts")
         results: list[tuple[float, str, str, str]] = []
         for label, continuation, docs in candidates:
-            prompt = build_prompt(ctx.prompts, state["question"], continuation, docs)
+            prompt = build_prompt(
+                ctx.prompts, state["question"], continuation, docs, state.get("chat_history", [])
+            )
             step = self._sample(ctx, prompt, self.config.forced_answer_tokens)
             counts = bump(
                 counts, llm_calls=1 + self.config.num_samples, generated_tokens=step.generated

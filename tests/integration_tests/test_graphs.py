@@ -92,7 +92,7 @@ def test_method_end_to_end(method: str, chat: ChatTransformers, retriever, tmp_p
         assert saved.values["answer"] == result["answer"]
 
 
-@pytest.mark.parametrize("method", ["single_round", "flare", "dragin", "seakr"])
+@pytest.mark.parametrize("method", sorted(CONFIGS))
 async def test_method_async(method: str, chat: ChatTransformers, retriever) -> None:
     graph = create_adaptive_rag_graph(chat, retriever, method, config=_config(method))
     result = await graph.ainvoke({"question": "Who was born first, Carl Lind or Maria Holm?"})

@@ -226,3 +226,46 @@ def test_messages_stream_mode_streams_each_generation_token_by_token() -> None:
     ]  # fmt: skip
     assert {node for _, node in chunks} == {"continue_generation"}
     assert len({c.id for c, _ in chunks}) == 2  # one message per generation
+
+
+def test_chat_history_is_shown_before_the_question() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    model = FakeTraceModel([" So the answer is 1931."])
+    history = [
+        HumanMessage("Who directed Blue Harbour?"),
+        AIMessage("Anna Berg."),
+        HumanMessage("unanswered"),
+    ]
+    create_no_retrieval_graph(model, RecordingRetriever(), prompts=NO_SHOTS).invoke(
+        {"question": QUESTION, "chat_history": history}
+    )
+    assert model.prompts[0] == (
+        f"Question: Who directed Blue Harbour?\nAnswer: Anna Berg.\nQuestion: {QUESTION}\nAnswer:"
+    )
+
+
+def test_interrupted_run_resumes_from_the_checkpoint() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class FlakyRetriever(RecordingRetriever):
+        broken: bool = True
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            if self.broken:
+                raise KeyboardInterrupt  # the run stops here (not a recorded retriever error)
+            return super()._get_relevant_documents(query, run_manager=run_manager)
+
+    model = FakeTraceModel([" Anna Berg was born in 1931. So the answer is 1931."])
+    retriever = FlakyRetriever()
+    graph = create_single_round_graph(
+        model, retriever, prompts=NO_SHOTS, checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "t1"}}
+    with pytest.raises(KeyboardInterrupt):
+        graph.invoke({"question": QUESTION}, thread)
+    assert graph.get_state(thread).next == ("retrieve",)
+    retriever.broken = False
+    result = graph.invoke(None, thread)  # resume: nothing before "retrieve" runs again
+    assert result["answer"] == "1931"
+    assert len(model.prompts) == 1
