@@ -62,9 +62,11 @@ class DRAGINConfig(GenerationConfig):
 
     theta: float = 1.0
     """RIND threshold ``theta`` [``hallucination_threshold``]: 2WikiMultihopQA 1.0,
-    HotpotQA 0.8, IIRC 0.6, StrategyQA 0.75 for Llama-2-7b in the paper's configs."""
+    HotpotQA 0.8, IIRC 0.6, StrategyQA 0.75 for Llama-2-7b per the paper; the released
+    config for Llama-2-7b-chat on 2WikiMultihopQA uses 1.2."""
     query_top_n: int = 25
-    """QFS keeps the ``n`` most attended content words [``retrieve_keep_top_k``]: 25 or 35."""
+    """QFS keeps the ``n`` most attended content words [``retrieve_keep_top_k``]: 25 or 35
+    per the paper; the released Llama-2-7b-chat 2WikiMultihopQA config uses 40."""
     query_max_tokens: int = 64
     """The query is cut to its last this-many model tokens [``query_formulation`` window]."""
     attention_mode: Literal["reference", "inline"] = "reference"

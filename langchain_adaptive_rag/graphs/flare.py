@@ -43,7 +43,8 @@ class FLAREConfig(GenerationConfig):
     theta: float = 0.4
     """Trigger threshold ``theta``. Rule ``any_token``: a sentence is uncertain if a token has
     ``p < theta`` (the FLARE paper tunes theta per dataset; 0.4 here). Rule ``mean``: if
-    ``mean(1 - p) > theta`` (the DRAGIN code's ``hallucination_threshold``)."""
+    ``mean(1 - p) > theta`` (the DRAGIN code's ``hallucination_threshold`` with
+    ``sentence_solver="avg"``; its released Llama-2-7b-chat configs use 0.1)."""
     beta: float = 0.4
     """Masked-query threshold ``beta``: tokens with ``p < beta`` are left out of the query."""
     trigger: Literal["any_token", "mean"] = "any_token"
