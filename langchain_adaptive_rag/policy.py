@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 from langchain_core.retrievers import BaseRetriever
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer
 from langchain_adaptive_rag.signals import first_sentence, tokens_covering
@@ -113,6 +113,16 @@ class Policy:
             config: The method's frozen configuration.
         """
         self.config = config
+
+    def check_model(self, model: TraceModel) -> None:
+        """Fail at build time when the model cannot serve this method.
+
+        Raises:
+            AttentionUnavailableError: The method needs attention and the model has none.
+        """
+        if self.needs_attention and not model.attention_available:
+            config = getattr(getattr(model, "hf_model", None), "config", None)
+            raise AttentionUnavailableError(getattr(config, "_attn_implementation", None))
 
     # -- shared helpers ------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.nodes import (
     Node,
     make_continue_generation_node,
@@ -58,15 +58,9 @@ def build_adaptive_rag_graph(
 
     Raises:
         AttentionUnavailableError: The method needs attention and the model has none.
+        AdaptiveRAGError: The model or retriever cannot serve the method.
     """
-    if policy.needs_attention and not model.attention_available:
-        raise AttentionUnavailableError(
-            getattr(
-                getattr(getattr(model, "hf_model", None), "config", None),
-                "_attn_implementation",
-                None,
-            )
-        )
+    policy.check_model(model)
     if not isinstance(retriever, BaseRetriever):
         msg = (
             f"retriever must be a LangChain BaseRetriever, got {type(retriever).__name__}. "

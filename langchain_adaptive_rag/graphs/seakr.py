@@ -133,6 +133,19 @@ class SeaKRPolicy(Policy):
     name = "seakr"
     config: SeaKRConfig
 
+    def check_model(self, model: TraceModel) -> None:
+        """The hidden layer must exist in the model (checked when it says its depth)."""
+        super().check_model(model)
+        layers = getattr(model, "num_layers", None)
+        layer = self.config.hidden_layer
+        if isinstance(layers, int) and not -layers <= layer < layers:
+            msg = (
+                f"SeaKRConfig.hidden_layer={layer} does not exist: the model has {layers} "
+                f"decoder layers. Fix: SeaKRConfig(hidden_layer={layers // 2 - 1}) reads the "
+                "middle layer, as SeaKR does (15 of Llama-2-7B's 32)."
+            )
+            raise AdaptiveRAGError(msg)
+
     def _model(self, ctx: RunContext) -> SamplingModel:
         return ctx.model  # type: ignore[return-value]
 

@@ -184,3 +184,12 @@ def test_messages_stream_mode_on_a_real_model(chat: ChatTransformers, retriever)
     for chunk, _ in parts:
         by_message[chunk.id] = by_message.get(chunk.id, "") + str(chunk.content)
     assert all(isinstance(text, str) for text in by_message.values())
+
+
+def test_seakr_layer_is_checked_at_build_time(chat: ChatTransformers, retriever) -> None:
+    from langchain_adaptive_rag import AdaptiveRAGError, create_seakr_graph
+
+    with pytest.raises(AdaptiveRAGError, match=r"hidden_layer=15 does not exist.*hidden_layer=0"):
+        create_seakr_graph(chat, retriever)
+    with pytest.raises(AdaptiveRAGError, match=r"hidden_layer=15 does not exist"):
+        create_adaptive_rag_graph(chat, retriever, "seakr")
