@@ -70,12 +70,48 @@ def _demo(args: argparse.Namespace) -> int:
             f"\nHidden state at layer {chat.num_layers // 2}: {trace.hidden.shape[0]} features,"
             f" norm {float(np.linalg.norm(trace.hidden)):.3f}"
         )
+    _graph_demo(chat, args.max_new_tokens)
     if args.model is None:
         print(
             "\nThe demo model is a tiny randomly initialised Llama built locally: its words "
             "are noise, its signals are real. Pass --model PATH for a model of your own."
         )
     return 0
+
+
+DEMO_PASSAGES = (
+    "Blue Harbour is a 1962 film directed by Anna Berg.",
+    "Anna Berg (born 1931) is a Swedish film director.",
+    "Carl Lind was born in Oslo in 1902.",
+    "Maria Holm was born in 1899 in Bergen.",
+)
+
+
+def _graph_demo(chat: ChatTransformers, budget: int) -> None:
+    """Run the DRAGIN graph over a four-passage BM25 index and show its retrievals."""
+    from langchain_adaptive_rag.graphs import create_dragin_graph
+    from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+    from langchain_adaptive_rag.retrievers import create_bm25_retriever
+
+    graph = create_dragin_graph(
+        chat,
+        create_bm25_retriever(list(DEMO_PASSAGES)),
+        config=DRAGINConfig(generate_max_length=budget, query_top_n=6),
+    )
+    question = "When was the director of film Blue Harbour born?"
+    result = graph.invoke({"question": question})
+    counts = result["counts"]
+    print(f"\nDRAGIN graph, question {question!r}:")
+    print(
+        f"  {counts['retrievals']} retrievals, {counts['llm_calls']} LLM calls, "
+        f"{counts['generated_tokens']} generated tokens; answer {result['answer']!r}"
+    )
+    for event in result["retrievals"]:
+        print(
+            f"  step {event['step']}: trigger {event['trigger_word']!r} "
+            f"s={event['score']:.2f} > theta={event['threshold']}; query {event['query']!r} "
+            f"-> {event['doc_ids']}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

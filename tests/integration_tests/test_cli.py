@@ -16,3 +16,5 @@ def test_demo_prints_word_signals(llama_dir: Path, capsys: pytest.CaptureFixture
     header = next(line for line in out.splitlines() if line.startswith("word"))
     assert header.split() == ["word", "tokens", "logprob", "entropy", "attn"]
     assert "Hidden state at layer 1: 64 features" in out
+    assert "DRAGIN graph, question 'When was the director of film Blue Harbour born?'" in out
+    assert "retrievals," in out
