@@ -166,6 +166,8 @@ class GenerationTrace:
     """Entropy (nats) of each next-token distribution, shape ``(T,)``."""
     finish_reason: FinishReason
     """Why decoding stopped."""
+    logsumexp: np.ndarray | None = None
+    """``logsumexp`` of the raw logits at each position, shape ``(T,)`` (energy score)."""
     stop_string: str | None = None
     """The stop string that ended decoding, if any."""
     seed: int | None = None
@@ -218,6 +220,7 @@ class _Sample:
     pieces: list[str] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     entropies: list[float] = field(default_factory=list)
+    logsumexps: list[float] = field(default_factory=list)
     top_ids: list[tuple[int, ...]] = field(default_factory=list)
     top_lps: list[tuple[float, ...]] = field(default_factory=list)
     text: str = ""
@@ -511,6 +514,7 @@ class TraceDecoder:
             signal_logp = torch.log_softmax(chosen, dim=-1)
         probs = torch.softmax(sampled_logits, dim=-1)
         entropy = _entropy(signal_logp)
+        logsumexp = torch.logsumexp(logits, dim=-1)  # raw logits: the energy score's input
         for b, sample in enumerate(self.samples):
             if not sample.active:
                 continue
@@ -525,6 +529,7 @@ class TraceDecoder:
                 yield from self._release(b, sample, final=True)
                 continue
             self._append(sample, token, signal_logp[b], float(entropy[b].item()))
+            sample.logsumexps.append(float(logsumexp[b].item()))
             yield from self._release(b, sample, final=not sample.active)
 
     def _append(self, sample: _Sample, token: int, logp: torch.Tensor, entropy: float) -> None:
@@ -640,6 +645,7 @@ class TraceDecoder:
             text=sample.text,
             logprobs=np.asarray(sample.logprobs, dtype=np.float32),
             entropies=np.asarray(sample.entropies, dtype=np.float32),
+            logsumexp=np.asarray(sample.logsumexps, dtype=np.float32),
             finish_reason=sample.finish_reason or "length",
             stop_string=sample.stop_string,
             seed=sample.seed,

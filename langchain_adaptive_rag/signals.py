@@ -20,13 +20,17 @@ __all__ = [
     "Word",
     "aggregate_words",
     "attention_received",
+    "energy_score",
     "first_sentence",
     "flare_sentence_score",
     "gram_uncertainty",
     "is_content_word",
+    "length_normalised_entropy",
     "log_softmax",
     "masked_query",
     "merge_tokens_into_words",
+    "multi_sample_perplexity",
+    "perplexity",
     "qfs_select",
     "rind_scores",
     "rind_trigger",
@@ -441,3 +445,27 @@ def gram_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
     gram = centred @ centred.T + alpha * np.eye(k)
     _, logdet = np.linalg.slogdet(gram)
     return float(logdet / k)
+
+
+def perplexity(logprobs: Sequence[float] | np.ndarray) -> float:
+    """``exp(-mean log p)`` of one generated sequence (``inf`` for an empty one)."""
+    values = np.asarray(logprobs, dtype=np.float64)
+    return float(np.exp(-values.mean())) if values.size else math.inf
+
+
+def multi_sample_perplexity(samples: Sequence[Sequence[float] | np.ndarray]) -> float:
+    """Mean :func:`perplexity` over sampled sequences (empty samples skipped)."""
+    values = [perplexity(s) for s in samples if len(s)]
+    return float(np.mean(values)) if values else math.inf
+
+
+def length_normalised_entropy(samples: Sequence[Sequence[float] | np.ndarray]) -> float:
+    """Mean over samples of ``-(1/T) sum_t log p_t``: the length-normalised predictive entropy."""
+    values = [-float(np.mean(np.asarray(s, dtype=np.float64))) for s in samples if len(s)]
+    return float(np.mean(values)) if values else math.inf
+
+
+def energy_score(logsumexp: Sequence[float] | np.ndarray) -> float:
+    """Energy ``-mean_t logsumexp(logits_t)``: higher means less confident."""
+    values = np.asarray(logsumexp, dtype=np.float64)
+    return float(-values.mean()) if values.size else math.inf

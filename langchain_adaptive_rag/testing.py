@@ -201,6 +201,8 @@ class ScriptedResponse:
     """Head-averaged rows over the generated tokens, ``(T, T)``; default: uniform causal."""
     hidden: tuple[float, ...] | None = None
     """The hidden state to report when one is asked for (default: zeros of size 4)."""
+    logsumexp: tuple[float, ...] | None = None
+    """``logsumexp`` of each position's logits (default: 0)."""
 
     def pieces(self) -> list[str]:
         """The token pieces of the response."""
@@ -323,8 +325,17 @@ class FakeTraceModel:
         pieces = response.pieces()
         self._last_pieces = list(pieces)
         count = len(pieces)
+        for name in ("logprobs", "entropies", "logsumexp"):
+            values = getattr(response, name)
+            if values is not None and len(values) != count:
+                msg = (
+                    f"ScriptedResponse {response.text!r} has {count} tokens but "
+                    f"{len(values)} {name}."
+                )
+                raise ValueError(msg)
         logprobs = list(response.logprobs or [0.0] * count)
         entropies = list(response.entropies or [0.0] * count)
+        lse = list(response.logsumexp or [0.0] * count)
         finish: Literal["stop", "length"] = "stop"
         if max_new_tokens is not None and count > max_new_tokens:
             pieces, count, finish = pieces[:max_new_tokens], max_new_tokens, "length"
@@ -360,6 +371,7 @@ class FakeTraceModel:
             text=text,
             logprobs=np.asarray(logprobs[:count], dtype=np.float32),
             entropies=np.asarray(entropies[:count], dtype=np.float32),
+            logsumexp=np.asarray(lse[:count], dtype=np.float32),
             finish_reason=finish,
             stop_string=stop_string,
             attention=attention_rows,

@@ -34,9 +34,13 @@ from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adapt
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
 from langchain_adaptive_rag.signals import (
+    energy_score,
     gram_uncertainty,
     is_content_word,
+    length_normalised_entropy,
     merge_tokens_into_words,
+    multi_sample_perplexity,
+    perplexity,
     tokens_covering,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
@@ -104,6 +108,13 @@ class SeaKRConfig(GenerationConfig):
     """``mlp`` output (SeaKR's vLLM patch) or the layer's ``residual`` output."""
     alpha: float = 1e-3
     """Ridge ``alpha`` of the Gram log-determinant."""
+    estimator: Literal["gram", "perplexity", "multi_sample_perplexity", "ln_entropy", "energy"] = (
+        "gram"
+    )
+    """Uncertainty estimator: SeaKR's ``gram`` (default) or one of the paper's ablations:
+    the greedy step's ``perplexity``, the ``multi_sample_perplexity`` and length-normalised
+    entropy (``ln_entropy``) of the samples, or the greedy step's ``energy`` (minus the
+    mean logsumexp of its logits). Each lives on its own scale: calibrate ``delta``."""
     confident_p: float = 0.9
     """A query word's tokens must all have at least this probability (or occur in the
     question or the previous step)."""
@@ -171,8 +182,7 @@ class SeaKRPolicy(Policy):
                 on_token=sink,
             )
         greedy, samples = traces[0], traces[1:]
-        states = [t.hidden for t in samples if t.num_tokens > 0 and t.hidden is not None]
-        uncertainty = gram_uncertainty(np.stack(states)) if states else math.inf
+        uncertainty = self._uncertainty(greedy, samples)
         text = greedy.text + ("." if greedy.stop_string == ". " else "")
         kept = tokens_covering(greedy.tokens, len(text))
         return _Step(
@@ -182,6 +192,20 @@ class SeaKRPolicy(Policy):
             uncertainty=uncertainty,
             generated=sum(t.num_tokens for t in traces),
         )
+
+    def _uncertainty(self, greedy: GenerationTrace, samples: Sequence[GenerationTrace]) -> float:
+        """The configured estimator over the step's greedy trace and samples."""
+        estimator = self.config.estimator
+        if estimator == "perplexity":
+            return perplexity(greedy.logprobs)
+        if estimator == "multi_sample_perplexity":
+            return multi_sample_perplexity([t.logprobs for t in samples])
+        if estimator == "ln_entropy":
+            return length_normalised_entropy([t.logprobs for t in samples])
+        if estimator == "energy":
+            return energy_score(greedy.logsumexp if greedy.logsumexp is not None else [])
+        states = [t.hidden for t in samples if t.num_tokens > 0 and t.hidden is not None]
+        return gram_uncertainty(np.stack(states), self.config.alpha) if states else math.inf
 
     def _step_prompt(
         self, ctx: RunContext, state: AdaptiveRAGState, docs: Sequence[RetrievedDoc]

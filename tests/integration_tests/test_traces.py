@@ -66,6 +66,8 @@ def test_signals_equal_full_forward(chat: ChatTransformers) -> None:
     chosen = logp.gather(-1, torch.tensor(trace.token_ids)[:, None])[:, 0].numpy()
     entropy = (-(logp.exp() * logp).sum(-1)).numpy()
     np.testing.assert_allclose(trace.logprobs, chosen, atol=ATOL)
+    raw = out.logits[0].float()[n_prompt - 1 : n_prompt - 1 + n_new]
+    np.testing.assert_allclose(trace.logsumexp, torch.logsumexp(raw, dim=-1).numpy(), atol=ATOL)
     np.testing.assert_allclose(trace.entropies, entropy, atol=ATOL)
     heads = out.attentions[-1][0]  # (heads, S, S)
     np.testing.assert_allclose(

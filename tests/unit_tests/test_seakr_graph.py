@@ -99,3 +99,28 @@ def test_calibrate_delta() -> None:
 def test_config_is_checked() -> None:
     with pytest.raises(AdaptiveRAGError, match="num_samples must be >= 1, got 0"):
         SeaKRConfig(num_samples=0)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "delta", "expected"),
+    [
+        ("perplexity", 1.5, 4.0),
+        ("multi_sample_perplexity", 1.5, 4.0),
+        ("ln_entropy", 0.5, math.log(4.0)),
+        ("energy", -1.0, 0.0),
+    ],
+)
+def test_ablation_estimators_drive_the_decision(
+    estimator: str, delta: float, expected: float
+) -> None:
+    # every token has p = 0.25 and logsumexp 0: perplexity 4, LN-entropy ln 4, energy 0
+    text = " So the answer is 1931."
+    unsure = ScriptedResponse(text, logprobs=(math.log(0.25),) * 5)
+    config = SeaKRConfig(num_samples=2, delta=delta, hidden_layer=0, estimator=estimator)  # type: ignore[arg-type]
+    retriever = RecordingRetriever()
+    result = create_seakr_graph(
+        FakeTraceModel([unsure] * 18), retriever, config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    (event,) = result["retrievals"]  # the first step was uncertain by this estimator
+    assert event["score"] == pytest.approx(expected)
+    assert result["answer"].endswith("1931")
