@@ -11,7 +11,12 @@ from langgraph.config import get_stream_writer
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.policy import Policy, RunContext, bump
 from langchain_adaptive_rag.retrievers import BM25Retriever
-from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievalEvent, RetrievedDoc
+from langchain_adaptive_rag.state import (
+    AdaptiveRAGState,
+    ResetRetrievals,
+    RetrievalEvent,
+    RetrievedDoc,
+)
 
 __all__ = [
     "Node",
@@ -38,12 +43,43 @@ def _check_question(state: AdaptiveRAGState) -> None:
         raise AdaptiveRAGError(msg)
 
 
+def _fresh_run() -> dict[str, Any]:
+    """Values of the per-run channels at the start of a run."""
+    return {
+        "answer": "",
+        "text": "",
+        "retrievals": ResetRetrievals(),
+        "counts": bump(None),
+        "draft": "",
+        "draft_tokens": [],
+        "draft_logprobs": [],
+        "draft_entropies": [],
+        "draft_words": [],
+        "draft_sentences": [],
+        "pending": {},
+        "query": "",
+        "docs": [],
+        "kept_docs": [],
+        "rerank_order": None,
+        "last_accepted": "",
+        "answer_tokens": 0,
+        "step": 0,
+        "finished": False,
+        "route": "",
+    }
+
+
 def make_draft_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``draft``: the policy's look-ahead generation."""
 
     def draft(state: AdaptiveRAGState) -> dict[str, Any]:
         _check_question(state)
-        return policy.draft(ctx, state)
+        if not state.get("finished"):
+            return policy.draft(ctx, state)
+        # a finished run on this thread: a new question starts from a clean slate
+        reset = _fresh_run()
+        fresh: AdaptiveRAGState = {**state, **reset, "retrievals": []}  # type: ignore[typeddict-item]
+        return {**reset, **policy.draft(ctx, fresh)}
 
     return draft
 
@@ -147,6 +183,6 @@ def make_finalize_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``finalize``: the short answer."""
 
     def finalize(state: AdaptiveRAGState) -> dict[str, Any]:
-        return policy.finalize(ctx, state)
+        return {**policy.finalize(ctx, state), "finished": True}
 
     return finalize

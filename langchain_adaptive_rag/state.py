@@ -6,7 +6,7 @@ with any LangGraph checkpointer and a run can be audited without re-running it.
 
 from __future__ import annotations
 
-import operator
+from dataclasses import dataclass
 from typing import Annotated
 
 from langchain_core.messages import BaseMessage
@@ -17,9 +17,11 @@ __all__ = [
     "AdaptiveRAGOutput",
     "AdaptiveRAGState",
     "Counts",
+    "ResetRetrievals",
     "RetrievalEvent",
     "RetrievedDoc",
     "ScoredWord",
+    "add_retrievals",
 ]
 
 
@@ -73,6 +75,20 @@ class Counts(TypedDict):
     rounds: int
 
 
+@dataclass(frozen=True)
+class ResetRetrievals:
+    """An update of ``retrievals`` that empties it (a new question on the same thread)."""
+
+
+def add_retrievals(
+    current: list[RetrievalEvent] | None, update: list[RetrievalEvent] | ResetRetrievals
+) -> list[RetrievalEvent]:
+    """Reducer of ``retrievals``: append new events, or start over on :class:`ResetRetrievals`."""
+    if isinstance(update, ResetRetrievals):
+        return []
+    return [*(current or []), *update]
+
+
 class AdaptiveRAGInput(TypedDict):
     """What a graph is invoked with."""
 
@@ -89,8 +105,8 @@ class AdaptiveRAGOutput(TypedDict):
     """The extracted short answer."""
     text: str
     """The whole generated answer text (reasoning included)."""
-    retrievals: Annotated[list[RetrievalEvent], operator.add]
-    """Every retrieval, in order."""
+    retrievals: Annotated[list[RetrievalEvent], add_retrievals]
+    """Every retrieval of the run, in order."""
     counts: Counts
     """Retrievals, LLM calls, generated tokens and rounds."""
 

@@ -269,3 +269,21 @@ def test_interrupted_run_resumes_from_the_checkpoint() -> None:
     result = graph.invoke(None, thread)  # resume: nothing before "retrieve" runs again
     assert result["answer"] == "1931"
     assert len(model.prompts) == 1
+
+
+def test_a_new_question_on_the_same_thread_starts_clean() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = FakeTraceModel([" So the answer is 1931.", " So the answer is 1902."])
+    retriever = RecordingRetriever()
+    graph = create_single_round_graph(
+        model, retriever, prompts=NO_SHOTS, checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "conversation"}}
+    first = graph.invoke({"question": QUESTION}, thread)
+    second = graph.invoke({"question": "When was Carl Lind born?"}, thread)
+    assert first["answer"] == "1931" and second["answer"] == "1902"
+    assert second["text"] == " So the answer is 1902."
+    assert [e["query"] for e in second["retrievals"]] == ["When was Carl Lind born?"]
+    assert second["counts"] == first["counts"]
+    assert model.prompts[1].endswith("Question: When was Carl Lind born?\nAnswer:")
