@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import numbers
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -408,7 +409,7 @@ class ChatTransformers(BaseChatModel):
         if isinstance(prompt, str):
             ids: list[int] = tokenizer(prompt)["input_ids"]
             return ids
-        if prompt and all(isinstance(i, int) for i in prompt):
+        if prompt and all(isinstance(i, numbers.Integral) for i in prompt):
             return [int(i) for i in prompt]  # type: ignore[arg-type]
         messages = [m for m in prompt if isinstance(m, BaseMessage)]
         if len(messages) != len(prompt):

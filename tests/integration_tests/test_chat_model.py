@@ -242,3 +242,13 @@ def test_langgraph_messages_stream_carries_signals(llama_dir: Path) -> None:
         if isinstance(chunk, AIMessageChunk)
     ]
     assert len(get_token_signals(_sum(chunks)).token_ids) == 6
+
+
+def test_token_id_prompts(chat: ChatTransformers) -> None:
+    ids = chat.encode("Question: a?")
+    as_numpy = np.asarray(ids, dtype=np.int64)
+    assert chat.encode(list(as_numpy)) == ids
+    trace = chat.generate_trace(list(as_numpy), max_new_tokens=3)[0]
+    assert trace.prompt_ids.tolist() == ids
+    with pytest.raises(AdaptiveRAGError, match="Expected text, a sequence of messages"):
+        chat.encode([1.5, 2.5])  # type: ignore[list-item]
