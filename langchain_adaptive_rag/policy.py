@@ -180,7 +180,7 @@ class Policy:
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate a look-ahead continuation (no new documents)."""
-        trace = self.generate(ctx, state, state.get("docs", []) if self.keeps_docs else ())
+        trace = self.generate(ctx, state)
         return {
             "draft": trace.text,
             "draft_tokens": list(trace.tokens),
@@ -190,9 +190,6 @@ class Policy:
                 state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
             ),
         }
-
-    keeps_docs = False
-    """Whether drafts keep showing the last retrieved documents."""
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Decide whether the draft needs retrieval; by default accept it whole."""
