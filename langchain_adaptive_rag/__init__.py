@@ -17,6 +17,7 @@ from langchain_adaptive_rag.errors import (
     HiddenLayerError,
     PromptTooLongError,
 )
+from langchain_adaptive_rag.exemplars import dataset_prompts, load_exemplars
 from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs import (
     AVAILABLE_METHODS,
@@ -37,7 +38,7 @@ from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig
-from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
 from langchain_adaptive_rag.retrievers import BM25Retriever, create_bm25_retriever
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "BM25Retriever",
     "ChatTransformers",
     "DRAGINConfig",
+    "Exemplar",
     "FLAREConfig",
     "FixLengthConfig",
     "FixSentenceConfig",
@@ -70,7 +72,9 @@ __all__ = [
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",
+    "dataset_prompts",
     "get_token_signals",
+    "load_exemplars",
 ]
 
 __version__ = "0.1.0"

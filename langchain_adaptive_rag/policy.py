@@ -15,7 +15,12 @@ from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
-from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer
+from langchain_adaptive_rag.prompts import (
+    QAPrompts,
+    build_prompt,
+    extract_answer,
+    normalise_answer,
+)
 from langchain_adaptive_rag.signals import first_sentence, tokens_covering
 from langchain_adaptive_rag.state import AdaptiveRAGState, Counts, RetrievedDoc
 from langchain_adaptive_rag.streaming import token_stream
@@ -240,7 +245,7 @@ class Policy:
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Extract the answer; force one with ``So the answer is`` when it is missing."""
         text = state.get("text", "")
-        answer = extract_answer(text, ctx.prompts.answer_marker)
+        answer = extract_answer(text, ctx.prompts.answer_marker, ctx.prompts.answer_kind)
         counts = state.get("counts")
         if answer is None:
             prompt = build_prompt(
@@ -256,7 +261,7 @@ class Policy:
                     stop=ctx.prompts.stop,
                     on_token=sink,
                 )[0]
-            answer = trace.text.strip().rstrip(".").strip()
+            answer = normalise_answer(trace.text, ctx.prompts.answer_kind)
             text = text + ctx.prompts.forced_answer + trace.text
             counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
         return {"answer": answer, "text": text, "counts": bump(counts)}

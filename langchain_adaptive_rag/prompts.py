@@ -11,12 +11,25 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_adaptive_rag.state import RetrievedDoc
 
-__all__ = ["DEFAULT_EXEMPLARS", "Exemplar", "QAPrompts", "build_prompt", "extract_answer"]
+__all__ = [
+    "DEFAULT_EXEMPLARS",
+    "AnswerKind",
+    "Exemplar",
+    "QAPrompts",
+    "build_prompt",
+    "extract_answer",
+    "normalise_answer",
+]
+
+AnswerKind = Literal["span", "yes_no"]
+"""``span``: the answer is the text after the marker; ``yes_no``: it is read as "yes" when
+it starts with yes and "no" otherwise (StrategyQA, as in the DRAGIN code)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,8 @@ class QAPrompts:
     """One earlier chat turn; fields ``question`` and ``answer``."""
     stop: tuple[str, ...] = field(default=("\n",))
     """Stop strings of every generation (the case's answer is one line)."""
+    answer_kind: AnswerKind = "span"
+    """How the extracted answer is read (see :data:`AnswerKind`)."""
 
 
 def build_prompt(
@@ -105,12 +120,15 @@ def build_prompt(
     return "".join(parts)
 
 
-def extract_answer(text: str, marker: str = "the answer is") -> str | None:
+def extract_answer(
+    text: str, marker: str = "the answer is", kind: AnswerKind = "span"
+) -> str | None:
     """The text after the last ``marker`` (case-insensitive), without trailing period.
 
     Args:
         text: Generated answer text.
         marker: The phrase that introduces the answer.
+        kind: How the answer is read (:func:`normalise_answer`).
 
     Returns:
         The answer, or ``None`` when the marker is absent.
@@ -120,6 +138,23 @@ def extract_answer(text: str, marker: str = "the answer is") -> str | None:
         return None
     answer = text[matches[-1].end() :].strip()
     answer = answer.split("\n", 1)[0].strip()
+    return normalise_answer(answer, kind)
+
+
+def normalise_answer(answer: str, kind: AnswerKind = "span") -> str:
+    """An extracted or forced answer, read as ``kind``.
+
+    Args:
+        answer: The answer text.
+        kind: ``span`` strips a trailing period; ``yes_no`` gives "yes" when the answer
+            starts with "yes" (case-insensitive) and "no" otherwise.
+
+    Returns:
+        The answer.
+    """
+    answer = answer.strip()
+    if kind == "yes_no":
+        return "yes" if answer[:3].lower() == "yes" else "no"
     return answer[:-1].strip() if answer.endswith(".") else answer
 
 

@@ -32,7 +32,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
-from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
+from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, normalise_answer
 from langchain_adaptive_rag.signals import (
     energy_score,
     gram_uncertainty,
@@ -52,6 +52,7 @@ __all__ = [
     "SeaKRPolicy",
     "calibrate_delta",
     "create_seakr_graph",
+    "self_check_uncertainty",
 ]
 
 STEP_STOP = (". ", "\n")
@@ -108,13 +109,20 @@ class SeaKRConfig(GenerationConfig):
     """``mlp`` output (SeaKR's vLLM patch) or the layer's ``residual`` output."""
     alpha: float = 1e-3
     """Ridge ``alpha`` of the Gram log-determinant."""
-    estimator: Literal["gram", "perplexity", "multi_sample_perplexity", "ln_entropy", "energy"] = (
-        "gram"
-    )
+    estimator: Literal[
+        "gram", "perplexity", "multi_sample_perplexity", "ln_entropy", "energy", "prompt"
+    ] = "gram"
     """Uncertainty estimator: SeaKR's ``gram`` (default) or one of the paper's ablations:
     the greedy step's ``perplexity``, the ``multi_sample_perplexity`` and length-normalised
     entropy (``ln_entropy``) of the samples, or the greedy step's ``energy`` (minus the
-    mean logsumexp of its logits). Each lives on its own scale: calibrate ``delta``."""
+    mean logsumexp of its logits), or ``prompt``: the model is asked whether the step is
+    correct (``self_check_template``) and ``U`` is its probability of answering "No" (the
+    first answer token's probability; 1.0 when the reply is neither yes nor no; one more
+    LLM call per step). Each lives on its own scale: calibrate ``delta``."""
+    self_check_template: str = (
+        "\nIs the last sentence of this answer correct? Answer Yes or No.\nReply:"
+    )
+    """Appended to the step prompt and the step by the ``prompt`` estimator."""
     confident_p: float = 0.9
     """A query word's tokens must all have at least this probability (or occur in the
     question or the previous step)."""
@@ -136,6 +144,7 @@ class _Step:
     logprobs: list[float]
     uncertainty: float
     generated: int
+    calls: int
 
 
 class SeaKRPolicy(Policy):
@@ -182,15 +191,26 @@ class SeaKRPolicy(Policy):
                 on_token=sink,
             )
         greedy, samples = traces[0], traces[1:]
-        uncertainty = self._uncertainty(greedy, samples)
         text = greedy.text + ("." if greedy.stop_string == ". " else "")
         kept = tokens_covering(greedy.tokens, len(text))
+        generated = sum(t.num_tokens for t in traces)
+        calls = 1 + config.num_samples
+        if config.estimator == "prompt":
+            check = self._model(ctx).generate_trace(
+                prompt + text + config.self_check_template, max_new_tokens=2, stop=("\n",)
+            )[0]
+            uncertainty = self_check_uncertainty(check)
+            generated += check.num_tokens
+            calls += 1
+        else:
+            uncertainty = self._uncertainty(greedy, samples)
         return _Step(
             text=text,
             tokens=list(greedy.tokens[:kept]),
             logprobs=[float(x) for x in greedy.logprobs[:kept]],
             uncertainty=uncertainty,
-            generated=sum(t.num_tokens for t in traces),
+            generated=generated,
+            calls=calls,
         )
 
     def _uncertainty(self, greedy: GenerationTrace, samples: Sequence[GenerationTrace]) -> float:
@@ -230,7 +250,7 @@ class SeaKRPolicy(Policy):
             "pending": {"score": step.uncertainty},
             "counts": bump(
                 state.get("counts"),
-                llm_calls=1 + self.config.num_samples,
+                llm_calls=step.calls,
                 generated_tokens=step.generated,
                 rounds=1,
             ),
@@ -287,9 +307,7 @@ class SeaKRPolicy(Policy):
             step = self._sample(
                 ctx, self._step_prompt(ctx, state, [*kept, doc]), self.remaining(state)
             )
-            counts = bump(
-                counts, llm_calls=1 + self.config.num_samples, generated_tokens=step.generated
-            )
+            counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
             if best is None or step.uncertainty < best[0]:
                 best = (step.uncertainty, rank, doc, step)
         if best is None:
@@ -317,7 +335,7 @@ class SeaKRPolicy(Policy):
         update = self.accept(ctx, state, step.text, len(step.tokens))
         update["counts"] = bump(
             state.get("counts"),
-            llm_calls=1 + self.config.num_samples,
+            llm_calls=step.calls,
             generated_tokens=step.generated,
         )
         return update
@@ -341,19 +359,38 @@ class SeaKRPolicy(Policy):
                 ctx.prompts, state["question"], continuation, docs, state.get("chat_history", [])
             )
             step = self._sample(ctx, prompt, self.config.forced_answer_tokens)
-            counts = bump(
-                counts, llm_calls=1 + self.config.num_samples, generated_tokens=step.generated
-            )
+            counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
             answer = step.text.strip().rstrip(".").strip()
             unknown = not answer or answer.lower() in {"unknown", "i don't know"}
             score = math.inf if unknown else step.uncertainty
             results.append((score, label, answer, continuation + step.text))
         _, label, answer, full = min(results, key=lambda r: r[0])  # ties: the rationale
         return {
-            "answer": answer,
+            "answer": normalise_answer(answer, ctx.prompts.answer_kind),
             "text": full if label == "rationale" else rationale,
             "counts": bump(counts),
         }
+
+
+def self_check_uncertainty(reply: GenerationTrace) -> float:
+    """``U`` of the ``prompt`` estimator: the probability that the self-check says "No".
+
+    Args:
+        reply: The greedy reply to the self-check question.
+
+    Returns:
+        ``1 - p`` when the reply starts with "yes" and ``p`` when it starts with "no",
+        where ``p`` is the probability of the reply's first token; 1.0 otherwise.
+    """
+    word = reply.text.strip().lstrip("[*").lower()
+    if reply.num_tokens == 0:
+        return 1.0
+    p = math.exp(float(reply.logprobs[0]))
+    if word.startswith("yes"):
+        return 1.0 - p
+    if word.startswith("no"):
+        return p
+    return 1.0
 
 
 def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) -> float:

@@ -17,9 +17,12 @@ import datetime
 import re
 from dataclasses import dataclass
 
+import numpy as np
+from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
 from langchain_adaptive_rag.prompts import QAPrompts
@@ -84,6 +87,18 @@ class TAAREConfig(GenerationConfig):
     """TA-ARE's date, e.g. "November 21, 2026"; ``None``: the date the graph runs."""
     demonstrations: tuple[tuple[str, str], ...] = DEFAULT_DEMONSTRATIONS
     """TA-ARE's (question, "[Yes]"/"[No]") demonstrations."""
+    yes_pool: tuple[str, ...] = ()
+    """Questions that need retrieval; with an ``embeddings`` model given to the graph, the
+    ``nearest_yes`` of them closest to the question replace the fixed [Yes] demonstrations
+    (the paper's optional nearest-neighbour demonstrations)."""
+    nearest_yes: int = 2
+    """[Yes] demonstrations taken from ``yes_pool`` (the paper: 2)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.nearest_yes < 0:
+            msg = f"TAAREConfig.nearest_yes must be >= 0, got {self.nearest_yes}."
+            raise AdaptiveRAGError(msg)
 
 
 class VanillaPolicy(Policy):
@@ -159,11 +174,53 @@ class TAAREPolicy(VanillaPolicy):
 
     name = "ta_are"
 
+    def __init__(self, config: GenerationConfig, embeddings: Embeddings | None = None) -> None:
+        """Keep the configuration and, optionally, the embeddings that pick [Yes] demos.
+
+        Args:
+            config: TA-ARE settings.
+            embeddings: Embeds ``config.yes_pool`` and the question; ``None`` keeps the
+                fixed demonstrations.
+
+        Raises:
+            AdaptiveRAGError: ``embeddings`` is given with an empty ``yes_pool``.
+        """
+        super().__init__(config)
+        if embeddings is not None and not self.config.yes_pool:
+            msg = (
+                "Received embeddings for TA-ARE but TAAREConfig.yes_pool is empty. Expected "
+                "questions that need retrieval to choose the nearest [Yes] demonstrations "
+                "from: pass TAAREConfig(yes_pool=(...)), or no embeddings."
+            )
+            raise AdaptiveRAGError(msg)
+        self.embeddings = embeddings
+        self._pool_vectors: np.ndarray | None = None
+
+    def demonstrations(self, question: str) -> tuple[tuple[str, str], ...]:
+        """The fixed demonstrations, or the nearest [Yes] ones plus the fixed [No] ones."""
+        demos = self.config.demonstrations
+        if self.embeddings is None:
+            return demos
+        if self._pool_vectors is None:
+            self._pool_vectors = _unit(
+                np.asarray(self.embeddings.embed_documents(list(self.config.yes_pool)))
+            )
+        query = _unit(np.asarray([self.embeddings.embed_query(question)]))[0]
+        order = np.argsort(-(self._pool_vectors @ query), kind="stable")
+        nearest = [(self.config.yes_pool[i], "[Yes]") for i in order[: self.config.nearest_yes]]
+        return (*nearest, *(d for d in demos if parse_decision(d[1]) is False))
+
     def decision_prompt(self, question: str) -> str:
         """Date, instruction, demonstrations, question."""
         today = self.config.today or datetime.date.today().strftime("%B %d, %Y")
-        demos = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a in self.config.demonstrations)
+        demos = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a in self.demonstrations(question))
         return f"Today is {today}. {DECISION_INSTRUCTION}\n{demos}Question: {question}\nAnswer:"
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
 
 
 def create_vanilla_graph(
@@ -190,9 +247,14 @@ def create_ta_are_graph(
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
     name: str | None = None,
+    embeddings: Embeddings | None = None,
 ) -> AdaptiveRAGGraph:
-    """TA-ARE graph: time-aware decision prompt with demonstrations."""
-    policy = TAAREPolicy(config or TAAREConfig())
+    """TA-ARE graph: time-aware decision prompt with demonstrations.
+
+    With ``embeddings``, the ``nearest_yes`` questions of ``config.yes_pool`` closest to
+    each question (cosine) are its [Yes] demonstrations.
+    """
+    policy = TAAREPolicy(config or TAAREConfig(), embeddings)
     return build_adaptive_rag_graph(
         policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
     )

@@ -174,6 +174,28 @@ def test_seakr_on_a_real_model(chat: ChatTransformers, retriever) -> None:
     assert result["counts"]["llm_calls"] >= 5 * (1 + 4)
 
 
+@pytest.mark.parametrize(
+    "estimator", ["perplexity", "multi_sample_perplexity", "ln_entropy", "energy", "prompt"]
+)
+def test_seakr_ablation_estimators_on_a_real_model(
+    chat: ChatTransformers, retriever, estimator: str
+) -> None:
+    config = SeaKRConfig(
+        generate_max_length=8,
+        num_samples=2,
+        hidden_layer=0,
+        delta=-100.0,
+        estimator=estimator,  # type: ignore[arg-type]
+    )
+    result = create_adaptive_rag_graph(chat, retriever, "seakr", config=config).invoke(
+        {"question": "When was the director of Blue Harbour born?"}
+    )
+    event = result["retrievals"][0]  # every finite U is above delta = -100
+    assert math.isfinite(event["score"]) and event["score"] > -100.0
+    if estimator == "prompt":  # a self-check probability
+        assert 0.0 <= event["score"] <= 1.0
+
+
 def test_messages_stream_mode_on_a_real_model(chat: ChatTransformers, retriever) -> None:
     graph = create_adaptive_rag_graph(chat, retriever, "flare", config=_config("flare"))
     parts = list(graph.stream({"question": "Who is Anna Berg?"}, stream_mode="messages"))

@@ -12,6 +12,7 @@ EXPECTED_ALL = [
     "BM25Retriever",
     "ChatTransformers",
     "DRAGINConfig",
+    "Exemplar",
     "FLAREConfig",
     "FixLengthConfig",
     "FixSentenceConfig",
@@ -34,7 +35,9 @@ EXPECTED_ALL = [
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",
+    "dataset_prompts",
     "get_token_signals",
+    "load_exemplars",
 ]
 
 

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.graphs.seakr import SeaKRConfig, calibrate_delta, create_seakr_graph
+from langchain_adaptive_rag.graphs.seakr import (
+    SeaKRConfig,
+    calibrate_delta,
+    create_seakr_graph,
+    self_check_uncertainty,
+)
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import gram_uncertainty
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
@@ -124,3 +129,44 @@ def test_ablation_estimators_drive_the_decision(
     (event,) = result["retrievals"]  # the first step was uncertain by this estimator
     assert event["score"] == pytest.approx(expected)
     assert result["answer"].endswith("1931")
+
+
+def test_self_check_uncertainty_by_hand() -> None:
+    yes = ScriptedResponse(" Yes", logprobs=(math.log(0.9),))
+    no = ScriptedResponse(" No.", logprobs=(math.log(0.8),))
+    model = FakeTraceModel([yes, no, ScriptedResponse(" Maybe"), ScriptedResponse("")])
+    replies = [model.generate_trace("q")[0] for _ in range(4)]
+    assert [self_check_uncertainty(r) for r in replies] == pytest.approx([0.1, 0.8, 1.0, 1.0])
+
+
+@pytest.mark.parametrize(("reply", "p", "retrieves"), [(" Yes", 0.9, False), (" No", 0.7, True)])
+def test_prompt_estimator_asks_the_model(reply: str, p: float, retrieves: bool) -> None:
+    config = SeaKRConfig(num_samples=2, delta=0.5, hidden_layer=0, estimator="prompt")
+    check = ScriptedResponse(reply, logprobs=(math.log(p),))
+    confident = ScriptedResponse(" Yes", logprobs=(0.0,))
+    script = [
+        *_step(" So the answer is 1931.", SAME),
+        check,
+        # with retrieval: three re-ranking candidates, then two final answers; else one
+        *[
+            r
+            for _ in range(3 * retrieves)
+            for r in (*_step(" So the answer is 1931.", SAME), confident)
+        ],
+        *[r for _ in range(1 + retrieves) for r in (*_step(" 1931.", SAME), confident)],
+    ]
+    model = FakeTraceModel(script)
+    result = create_seakr_graph(
+        model, RecordingRetriever(), config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    # the self-check sees the step prompt, the step and the question of the template
+    assert str(model.calls[1]["prompt"]).endswith(
+        " So the answer is 1931." + config.self_check_template
+    )
+    assert len(result["retrievals"]) == int(retrieves)
+    if retrieves:
+        assert result["retrievals"][0]["score"] == pytest.approx(0.7)
+        assert result["retrievals"][0]["threshold"] == 0.5
+    assert result["answer"] == "1931"
+    # each step is 1 greedy + 2 samples + 1 self-check: 2 steps, or 1 + 3 candidates + 2
+    assert result["counts"]["llm_calls"] == 4 * (6 if retrieves else 2)

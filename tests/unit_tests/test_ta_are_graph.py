@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.ta_are import (
     DECISION_INSTRUCTION,
     TAAREConfig,
@@ -68,3 +70,49 @@ def test_ta_are_adds_the_date_and_demonstrations() -> None:
     assert prompt.startswith(f"Today is November 21, 2026. {DECISION_INSTRUCTION}\n")
     assert prompt.count("Answer: [Yes]") == 2 and prompt.count("Answer: [No]") == 2
     assert prompt.endswith(f"Question: {QUESTION}\nAnswer:")
+
+
+class WordEmbeddings(Embeddings):
+    """Bag-of-words vectors over a fixed vocabulary: questions sharing words are close."""
+
+    VOCAB = ("weather", "today", "stock", "price", "election", "winner", "film")
+
+    def _vector(self, text: str) -> list[float]:
+        words = text.lower().replace("?", "").split()
+        return [float(words.count(w)) for w in self.VOCAB]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+POOL = (
+    "What is the weather in Oslo today?",
+    "Who is the winner of the latest election?",
+    "What is the stock price of ACME today?",
+    "Which film won the latest award?",
+)
+
+
+def test_ta_are_picks_the_nearest_yes_demonstrations() -> None:
+    model = FakeTraceModel([" [Yes]", " 12 dollars"])
+    config = TAAREConfig(today="November 21, 2026", yes_pool=POOL)
+    graph = create_ta_are_graph(
+        model, RecordingRetriever(), config=config, embeddings=WordEmbeddings()
+    )
+    graph.invoke({"question": "What is the stock price of Initech today?"})
+    prompt = model.prompts[0]
+    # the two pool questions sharing "stock price today" / "today", then the fixed [No] ones
+    shown = [line for line in prompt.splitlines() if line.startswith("Question:")]
+    assert shown[:2] == [f"Question: {POOL[2]}", f"Question: {POOL[0]}"]
+    assert prompt.count("Answer: [Yes]") == 2 and prompt.count("Answer: [No]") == 2
+    assert "Who won the most recent men's football World Cup?" not in prompt  # fixed [Yes]
+
+
+def test_ta_are_embeddings_need_a_pool() -> None:
+    with pytest.raises(AdaptiveRAGError, match="yes_pool is empty"):
+        create_ta_are_graph(FakeTraceModel([]), RecordingRetriever(), embeddings=WordEmbeddings())
+    with pytest.raises(AdaptiveRAGError, match="nearest_yes must be >= 0, got -1"):
+        TAAREConfig(nearest_yes=-1)
