@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = [
     "AdaptiveRAGError",
     "AttentionUnavailableError",
+    "DatasetFormatError",
     "HiddenLayerError",
     "PromptTooLongError",
 ]
@@ -28,6 +29,41 @@ class AttentionUnavailableError(AdaptiveRAGError):
             'ChatTransformers(model=..., attn_implementation="eager"), or call '
             'model.set_attn_implementation("eager") on a loaded model.'
         )
+        super().__init__(msg)
+
+
+class DatasetFormatError(AdaptiveRAGError):
+    """A dataset, corpus or qrels file does not have the expected format.
+
+    Attributes:
+        path: The file that was read.
+        location: Where in the file: ``"line 7"`` (JSON lines, TSV) or ``"record 3"``
+            (JSON lists); ``None`` for a problem with the file as a whole.
+        field: The offending field (``"answers"``, ``"context[2].title"``), or ``None``.
+        received: What was found, in words.
+        expected: What was expected, in words.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        location: str | None,
+        field: str | None,
+        received: str,
+        expected: str,
+        fix: str | None = None,
+    ) -> None:
+        self.path = path
+        self.location = location
+        self.field = field
+        self.received = received
+        self.expected = expected
+        where = path if location is None else f"{path}, {location}"
+        what = "" if field is None else f"field {field!r}: "
+        msg = f"{where}: {what}received {received}; expected {expected}."
+        if fix is not None:
+            msg += f" Fix: {fix}"
         super().__init__(msg)
 
 
