@@ -1,5 +1,16 @@
-"""Evaluation: dataset loaders for the benchmarks' native files, passage corpora, metrics."""
+"""Evaluation: dataset loaders, passage corpora, metrics, the runner and calibration.
 
+Loaders read the benchmarks' native files; the runner answers them with any method,
+resumably, and summarises runs; calibration sweeps a method's retrieval threshold.
+"""
+
+from langchain_adaptive_rag.evaluation.calibration import (
+    THRESHOLD_FIELDS,
+    CalibrationPoint,
+    CalibrationRule,
+    calibrate_threshold,
+    choose_threshold,
+)
 from langchain_adaptive_rag.evaluation.corpus import (
     Qrel,
     iter_dpr_passages,
@@ -39,24 +50,67 @@ from langchain_adaptive_rag.evaluation.metrics import (
     score_example,
     strategyqa_accuracy,
 )
+from langchain_adaptive_rag.evaluation.overrides import (
+    config_class_for,
+    config_to_dict,
+    parse_config_overrides,
+)
+from langchain_adaptive_rag.evaluation.runner import (
+    RunReport,
+    RunSettings,
+    SummaryRow,
+    check_run_dir,
+    compare_runs,
+    evaluate_method,
+    example_passages,
+    format_table,
+    read_results,
+    run_evaluation,
+    summarize,
+    write_table,
+)
+from langchain_adaptive_rag.evaluation.setup import (
+    DEFAULT_PROMPTS,
+    EvalSetup,
+    load_chat_model,
+    prepare_evaluation,
+)
 
 __all__ = [
     "DATASET_NAMES",
+    "DEFAULT_PROMPTS",
+    "THRESHOLD_FIELDS",
     "AnswerScores",
+    "CalibrationPoint",
+    "CalibrationRule",
     "DecisionScores",
+    "EvalSetup",
     "Example",
     "JSONValue",
     "Qrel",
+    "RunReport",
+    "RunSettings",
+    "SummaryRow",
     "answer_match",
+    "calibrate_threshold",
     "canonical_dataset_name",
+    "check_run_dir",
+    "choose_threshold",
+    "compare_runs",
+    "config_class_for",
+    "config_to_dict",
+    "evaluate_method",
     "exact_match",
+    "example_passages",
     "f1_precision_recall",
     "f1_score",
+    "format_table",
     "iter_dpr_passages",
     "iter_jsonl_passages",
     "iter_passages",
     "iter_qrels",
     "load_2wikimultihopqa",
+    "load_chat_model",
     "load_dataset",
     "load_hotpotqa",
     "load_iirc",
@@ -68,10 +122,16 @@ __all__ = [
     "load_strategyqa",
     "mean_scores",
     "normalize_answer",
+    "parse_config_overrides",
     "parse_yes_no",
+    "prepare_evaluation",
     "read_id_aliases",
+    "read_results",
     "retrieval_decision_scores",
+    "run_evaluation",
     "score_answer",
     "score_example",
     "strategyqa_accuracy",
+    "summarize",
+    "write_table",
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "AdaptiveRAGGraph",
     "Method",
     "build_adaptive_rag_graph",
+    "config_class",
     "create_adaptive_rag_graph",
     "create_dragin_graph",
     "create_fix_length_graph",
@@ -80,6 +81,24 @@ _POLICIES: dict[str, tuple[Callable[[GenerationConfig], Policy], type[Generation
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)
 """Methods this version builds (all of :data:`Method`)."""
+
+
+def config_class(method: str) -> type[GenerationConfig]:
+    """The config class a method takes (``FLAREConfig`` for ``"flare"``, ...).
+
+    Args:
+        method: One of :data:`AVAILABLE_METHODS`.
+
+    Returns:
+        The frozen config dataclass.
+
+    Raises:
+        AdaptiveRAGError: The method is unknown.
+    """
+    if method not in _POLICIES:
+        msg = f"Received method={method!r}; expected one of {list(AVAILABLE_METHODS)}."
+        raise AdaptiveRAGError(msg)
+    return _POLICIES[method][1]
 
 
 def create_adaptive_rag_graph(

@@ -1,0 +1,404 @@
+"""The ``eval``, ``compare`` and ``calibrate`` commands of ``adaptive-rag``.
+
+:func:`add_eval_commands` adds them to an ``argparse`` sub-command set; each sets
+``handler`` on the parsed namespace, so the main program runs ``args.handler(args)``::
+
+    parser = argparse.ArgumentParser(prog="adaptive-rag")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_eval_commands(commands)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+Usage (one command per entry)::
+
+    adaptive-rag eval --method dragin --dataset hotpotqa --data hotpot_dev.json
+        --model meta-llama/Llama-2-7b-hf --limit 500 --config theta=0.8 --out runs/dragin
+    adaptive-rag compare runs/dragin runs/flare [--format csv] [--out table.md]
+    adaptive-rag calibrate --method flare --values 0.2,0.4,0.6 --dataset hotpotqa
+        --data dev.json --model PATH --limit 100 --out runs/flare-theta
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import get_args
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.evaluation.calibration import (
+    THRESHOLD_FIELDS,
+    calibrate_threshold,
+    calibration_rows,
+    choose_threshold,
+)
+from langchain_adaptive_rag.evaluation.datasets import (
+    DATASET_NAMES,
+    Example,
+    canonical_dataset_name,
+)
+from langchain_adaptive_rag.evaluation.results import RUN_FILE, check_run_dir, read_results
+from langchain_adaptive_rag.evaluation.runner import run_evaluation
+from langchain_adaptive_rag.evaluation.setup import (
+    PACKAGE_PROMPTS,
+    EvalSetup,
+    load_chat_model,
+    prepare_evaluation,
+)
+from langchain_adaptive_rag.evaluation.summary import (
+    compare_runs,
+    format_table,
+    summarize,
+    write_table,
+)
+from langchain_adaptive_rag.exemplars import PromptDataset
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag_graph
+from langchain_adaptive_rag.retrievers import create_bm25_retriever
+
+__all__ = [
+    "add_eval_commands",
+    "run_calibrate_command",
+    "run_compare_command",
+    "run_eval_command",
+]
+
+# --------------------------------------------------------------------------------------
+# Argument types
+
+
+def _dataset_name(text: str) -> str:
+    try:
+        return canonical_dataset_name(text)
+    except AdaptiveRAGError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"received {text!r}; expected an integer >= 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        msg = f"received {text!r}; expected an integer >= 1"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _float_list(text: str) -> list[float]:
+    values: list[float] = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        try:
+            values.append(float(part))
+        except ValueError:
+            msg = f"received {part.strip()!r} in {text!r}; expected comma-separated numbers"
+            raise argparse.ArgumentTypeError(msg) from None
+    if not values:
+        msg = f"received {text!r}; expected comma-separated numbers such as 0.2,0.4,0.6"
+        raise argparse.ArgumentTypeError(msg)
+    return values
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) -> None:
+    """The options ``eval`` and ``calibrate`` share."""
+    parser.add_argument("--method", required=True, choices=list(methods), help="the method")
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        type=_dataset_name,
+        metavar="NAME",
+        help=f"dataset name, one of: {', '.join(DATASET_NAMES)}",
+    )
+    parser.add_argument("--data", required=True, metavar="FILE", help="dataset file")
+    parser.add_argument(
+        "--corpus",
+        metavar="FILE",
+        help=(
+            "passages to retrieve from (DPR TSV or JSON lines); default: the passages the "
+            "data file gives with its questions (HotpotQA/2Wiki paragraphs), pooled"
+        ),
+    )
+    parser.add_argument(
+        "--aliases", metavar="FILE", help="2WikiMultihopQA id_aliases.json (more gold answers)"
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="ID_OR_PATH",
+        help="hub id or local model directory (loaded with eager attention, no chat template)",
+    )
+    parser.add_argument("--device", help="torch device, e.g. cuda (default: CPU)")
+    parser.add_argument(
+        "--dtype", choices=["auto", "float32", "float16", "bfloat16"], help="weights dtype"
+    )
+    parser.add_argument("--limit", type=_non_negative, metavar="N", help="first N questions")
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="method config values, e.g. theta=1.2 query_top_n=35 attention_mode=inline",
+    )
+    parser.add_argument(
+        "--prompts",
+        choices=[*get_args(PromptDataset), PACKAGE_PROMPTS],
+        help=(
+            "few-shot prompt set (default: the dataset's own when it has one; "
+            f"'{PACKAGE_PROMPTS}': the package's two demonstrations)"
+        ),
+    )
+    parser.add_argument(
+        "--k", type=_positive, metavar="K", help="documents per retrieval (retrieve_topk)"
+    )
+    parser.add_argument(
+        "--concurrency", type=_positive, default=1, metavar="N", help="questions at once"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--out", required=True, metavar="DIR", help="run directory")
+
+
+def add_eval_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``eval``, ``compare`` and ``calibrate`` to a sub-command set.
+
+    Each parser sets ``handler`` (a function of the parsed namespace returning the exit
+    status), so the main program dispatches with ``args.handler(args)``.
+
+    Args:
+        subparsers: What ``parser.add_subparsers(...)`` returned.
+    """
+    evaluate = subparsers.add_parser(
+        "eval",
+        help="run a method over a QA dataset (resumable) and summarise it",
+        description=(
+            "Answer every question with the method, appending one JSON line per question "
+            "to OUT/results.jsonl; rerunning with the same --out resumes."
+        ),
+    )
+    _add_run_arguments(evaluate, AVAILABLE_METHODS)
+    evaluate.add_argument(
+        "--retry-errors", action="store_true", help="answer again questions that failed"
+    )
+    evaluate.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first question that fails"
+    )
+    evaluate.set_defaults(handler=run_eval_command)
+
+    compare = subparsers.add_parser(
+        "compare", help="summarise run directories side by side", description="Compare runs."
+    )
+    compare.add_argument("dirs", nargs="+", metavar="DIR", help="run directories")
+    compare.add_argument(
+        "--format", choices=["markdown", "csv"], default="markdown", help="table format"
+    )
+    compare.add_argument(
+        "--out", metavar="FILE", help="also write the table (CSV if the name ends in .csv)"
+    )
+    compare.set_defaults(handler=run_compare_command)
+
+    calibrate = subparsers.add_parser(
+        "calibrate",
+        help="sweep a retrieval threshold (FLARE/DRAGIN theta, SeaKR delta) and pick one",
+        description=(
+            "Run the method once per threshold value (each in OUT/<field>=<value>, "
+            "resumable) and choose the value with the highest F1 (ties: fewer retrievals "
+            "per question), or the highest EM, optionally within a retrieval budget."
+        ),
+    )
+    _add_run_arguments(calibrate, sorted(THRESHOLD_FIELDS))
+    calibrate.add_argument(
+        "--values",
+        required=True,
+        type=_float_list,
+        metavar="V1,V2,...",
+        help="threshold values to try (negative ones: --values=-8,-6,-4)",
+    )
+    calibrate.add_argument(
+        "--rule", choices=["best_f1", "best_em"], default="best_f1", help="how to choose"
+    )
+    calibrate.add_argument(
+        "--max-retrievals",
+        type=float,
+        metavar="R",
+        help="only values with at most R retrievals per question compete",
+    )
+    calibrate.set_defaults(handler=run_calibrate_command)
+
+
+def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) -> EvalSetup:
+    return prepare_evaluation(
+        args.method,
+        args.dataset,
+        args.data,
+        model=args.model,
+        corpus=args.corpus,
+        aliases=args.aliases,
+        limit=args.limit,
+        overrides=args.config,
+        prompts=args.prompts,
+        k=args.k,
+        threshold_field=threshold_field,
+    )
+
+
+def _all_answered(out: str, examples: Sequence[Example], *, retry_errors: bool) -> bool:
+    """Whether the run directory already holds a result for every question."""
+    if not (Path(out) / RUN_FILE).exists():
+        return False
+    answered = {
+        str(record["id"])
+        for record in read_results(out)
+        if not (retry_errors and record.get("error") is not None)
+    }
+    return all(example.id in answered for example in examples)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------------------
+# Handlers
+
+
+def _describe_setup(setup: EvalSetup) -> None:
+    settings = setup.settings
+    print(
+        f"{setup.method} on {settings.dataset}: {len(setup.examples)} questions from "
+        f"{settings.data_file}; {len(setup.passages)} passages ({settings.corpus}); "
+        f"prompts {settings.prompts}; model {settings.model}"
+    )
+    config = ", ".join(f"{key}={value}" for key, value in settings.config.items())
+    print(f"config: {config}")
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    """``adaptive-rag eval``: run, resume, then print the summary table.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        0 when every question was answered (failed questions are recorded and counted),
+        130 when Ctrl-C stopped the run, 2 for bad input.
+    """
+    try:
+        setup = _prepare(args)
+        done = check_run_dir(args.out, setup.settings)
+        _describe_setup(setup)
+        if done:
+            print(f"resuming {args.out}: {done} results already there")
+        if _all_answered(args.out, setup.examples, retry_errors=args.retry_errors):
+            print("every question is already answered; the model is not loaded")
+            report = None
+        else:
+            retriever = create_bm25_retriever(setup.passages, k=setup.config.retrieve_topk)
+            model = load_chat_model(args.model, device=args.device, dtype=args.dtype)
+            graph = create_adaptive_rag_graph(
+                model, retriever, setup.method, config=setup.config, prompts=setup.prompts
+            )
+            report = run_evaluation(
+                graph,
+                setup.examples,
+                args.out,
+                settings=setup.settings,
+                concurrency=args.concurrency,
+                progress=not args.no_progress,
+                retry_errors=args.retry_errors,
+                fail_fast=args.fail_fast,
+            )
+        row = summarize(args.out)
+    except AdaptiveRAGError as exc:
+        return _error(str(exc))
+    if report is None:
+        print(format_table([row], "markdown"), end="")
+        return 0
+    print(
+        f"\n{report.new} answered now, {report.skipped} earlier, {report.errors} failed; "
+        f"results in {Path(args.out) / 'results.jsonl'}\n"
+    )
+    print(format_table([row], "markdown"), end="")
+    if report.first_error is not None:
+        print(f"\nfirst failure: {report.first_error}", file=sys.stderr)
+    if report.interrupted:
+        print(
+            f"\nInterrupted: {report.remaining} questions left. Run the same command again "
+            "to resume."
+        )
+        return 130
+    return 0
+
+
+def run_compare_command(args: argparse.Namespace) -> int:
+    """``adaptive-rag compare``: print (and optionally write) the table of several runs.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        0, or 2 when a directory is not a run directory.
+    """
+    try:
+        rows = compare_runs(args.dirs)
+        if args.out is not None:
+            write_table(rows, args.out)
+    except AdaptiveRAGError as exc:
+        return _error(str(exc))
+    print(format_table(rows, args.format), end="")
+    return 0
+
+
+def run_calibrate_command(args: argparse.Namespace) -> int:
+    """``adaptive-rag calibrate``: sweep the threshold, print the table and the choice.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        0, 130 when Ctrl-C stopped the sweep, 2 for bad input.
+    """
+    field = THRESHOLD_FIELDS[args.method]
+    try:
+        setup = _prepare(args, threshold_field=field)
+        _describe_setup(setup)
+        retriever = create_bm25_retriever(setup.passages, k=setup.config.retrieve_topk)
+        model = load_chat_model(args.model, device=args.device, dtype=args.dtype)
+        points = calibrate_threshold(
+            setup.method,
+            setup.examples,
+            model,
+            retriever,
+            args.values,
+            out_dir=args.out,
+            config=setup.config,
+            prompts=setup.prompts,
+            settings=setup.settings,
+            concurrency=args.concurrency,
+            progress=not args.no_progress,
+        )
+        chosen = choose_threshold(points, rule=args.rule, max_retrievals=args.max_retrievals)
+    except KeyboardInterrupt:
+        print("\nInterrupted. Run the same command again to resume the sweep.")
+        return 130
+    except AdaptiveRAGError as exc:
+        return _error(str(exc))
+    print()
+    print(format_table(calibration_rows(points, field), "markdown"), end="")
+    budget = "" if args.max_retrievals is None else f" within {args.max_retrievals:g} retrievals"
+    rule = "highest F1, ties to fewer retrievals" if args.rule == "best_f1" else "highest EM"
+    print(
+        f"\nchosen {field}={chosen.threshold:g} ({rule}{budget}): EM {chosen.em:.3f}, "
+        f"F1 {chosen.f1:.3f}, {chosen.retrievals_per_question:.2f} retrievals per question"
+    )
+    return 0

@@ -1,0 +1,306 @@
+"""A run directory's files: its settings (``run.json``) and its results (``results.jsonl``).
+
+- ``run.json``: the run's settings (method, dataset, data file, corpus, model, config
+  values, prompts, limit), written when the run starts;
+- ``results.jsonl``: one JSON object per finished question, appended and flushed as each
+  finishes: ``id``, ``question``, ``answers`` (gold), ``dataset``, ``prediction``
+  (``answer``, ``text``), ``metrics`` (``em``, ``f1``, ``precision``, ``recall``,
+  ``match``; StrategyQA adds ``accuracy``), ``counts`` (``retrievals``, ``llm_calls``,
+  ``generated_tokens``, ``rounds``), ``seconds``, ``retrievals`` (the graph's retrieval
+  events), ``needs_retrieval`` (RetrievalQA's label, when known) and ``error`` (``null``,
+  or ``{type, message, traceback}`` for a question that failed; its prediction, metrics
+  and counts are then ``null``).
+
+A last line cut short by a crash is tolerated: readers skip it and a resumed run drops it
+and answers its question again. A broken line before the last is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TypeAlias
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+
+__all__ = [
+    "RESULTS_FILE",
+    "RUN_FILE",
+    "PathLike",
+    "Record",
+    "RunSettings",
+    "check_run_dir",
+    "json_safe",
+    "latest_by_id",
+    "read_results",
+    "read_settings",
+    "start_run",
+]
+
+RESULTS_FILE = "results.jsonl"
+"""Per-question results of a run directory."""
+RUN_FILE = "run.json"
+"""Settings of a run directory."""
+
+PathLike: TypeAlias = str | os.PathLike[str]
+"""A file or directory path."""
+
+Record: TypeAlias = dict[str, object]
+"""One line of ``results.jsonl``."""
+
+_FORMAT_VERSION = 1
+_UNCOMPARED = frozenset({"limit", "started", "format"})
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run was made with; written to ``run.json`` and checked when resuming.
+
+    Every field but ``limit`` must match for a run directory to be resumed.
+    """
+
+    method: str
+    """The method name (``"dragin"``, ...)."""
+    dataset: str | None = None
+    """The canonical dataset name."""
+    data_file: str | None = None
+    """The dataset file (an absolute path is best: it is compared as text)."""
+    corpus: str | None = None
+    """The corpus file, or a description of the retriever's passages."""
+    model: str | None = None
+    """The model's hub id or directory."""
+    config: Mapping[str, object] = field(default_factory=dict)
+    """The method config's values (see :func:`config_to_dict`)."""
+    prompts: str | None = None
+    """The prompt set (``dataset_prompts`` name, or ``None`` for the package default)."""
+    limit: int | None = None
+    """How many questions were asked for (``None``: all)."""
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as JSON-ready data."""
+        data: dict[str, object] = json.loads(json.dumps(asdict(self), default=str))
+        return data
+
+
+# --------------------------------------------------------------------------------------
+# results.jsonl
+
+
+def json_safe(value: object) -> object:
+    """Plain JSON data: numpy scalars become numbers, tuples lists, NaN/inf ``None``."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    item_method = getattr(value, "item", None)
+    if callable(item_method):  # numpy scalars and 0-d arrays
+        return json_safe(item_method())
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):  # numpy arrays
+        return json_safe(tolist())
+    return str(value)
+
+
+def _scan_results(path: Path) -> tuple[list[Record], int | None]:
+    """Parse ``results.jsonl``.
+
+    Returns:
+        The records in file order, and the byte offset where a broken last line starts
+        (``None`` when the file ends cleanly).
+
+    Raises:
+        AdaptiveRAGError: A line other than the last is not a JSON object.
+    """
+    if not path.exists():
+        return [], None
+    data = path.read_bytes()
+    records: list[Record] = []
+    lines = data.split(b"\n")
+    offset = 0
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    for number, raw in enumerate(lines):
+        start = offset
+        offset += len(raw) + 1
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("id"), str):
+            records.append(value)
+            continue
+        if number == last:
+            return records, start
+        msg = (
+            f"{path}, line {number + 1}: received text that is not a result record; expected "
+            "one JSON object with an 'id' per line. Fix: remove or repair that line (only "
+            "a cut-short last line is dropped automatically)."
+        )
+        raise AdaptiveRAGError(msg)
+    return records, None
+
+
+def latest_by_id(records: Sequence[Record]) -> dict[str, Record]:
+    """The last record of each id (a retried question supersedes its failed attempt)."""
+    latest: dict[str, Record] = {}
+    for record in records:
+        key = str(record["id"])
+        latest.pop(key, None)
+        latest[key] = record
+    return latest
+
+
+def read_results(out_dir: PathLike) -> list[Record]:
+    """Read a run's results, one record per question id (the latest when retried).
+
+    A last line cut short by a crash is ignored; the file is not changed.
+
+    Args:
+        out_dir: The run directory.
+
+    Returns:
+        The records, in the order their questions were last answered.
+
+    Raises:
+        AdaptiveRAGError: A line other than the last is broken.
+    """
+    records, _ = _scan_results(Path(out_dir) / RESULTS_FILE)
+    return list(latest_by_id(records).values())
+
+
+def _repair_results(path: Path) -> list[Record]:
+    """Drop a cut-short last line from ``results.jsonl`` (before appending to it)."""
+    records, broken_at = _scan_results(path)
+    if broken_at is not None:
+        with path.open("r+b") as handle:
+            handle.truncate(broken_at)
+    elif path.exists() and path.stat().st_size:
+        with path.open("rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            ends_cleanly = handle.read(1) == b"\n"
+        if not ends_cleanly:
+            with path.open("ab") as handle:
+                handle.write(b"\n")
+    return records
+
+
+# --------------------------------------------------------------------------------------
+# run.json
+
+
+def read_settings(path: Path) -> dict[str, object]:
+    """Read a ``run.json``.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The stored settings.
+
+    Raises:
+        AdaptiveRAGError: The file is not a JSON object.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        msg = (
+            f"{path}: received text that is not valid JSON ({exc.msg}); expected the run "
+            "settings written by run_evaluation. Fix: restore the file or use a new "
+            "output directory."
+        )
+        raise AdaptiveRAGError(msg) from None
+    if not isinstance(data, dict):
+        msg = f"{path}: received {type(data).__name__}; expected a JSON object of settings."
+        raise AdaptiveRAGError(msg)
+    return data
+
+
+def _check_settings(
+    stored: Mapping[str, object], current: Mapping[str, object], path: Path
+) -> None:
+    differences: list[str] = []
+    for key in sorted((set(stored) | set(current)) - _UNCOMPARED):
+        old, new = stored.get(key), current.get(key)
+        if old == new:
+            continue
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            differences.extend(
+                f"{key}.{name}: stored {old.get(name)!r}, now {new.get(name)!r}"
+                for name in sorted(set(old) | set(new))
+                if old.get(name) != new.get(name)
+            )
+        else:
+            differences.append(f"{key}: stored {old!r}, now {new!r}")
+    if differences:
+        msg = (
+            f"The run directory {path.parent} was made with other settings, so its results "
+            "cannot be mixed with this run's:\n  "
+            + "\n  ".join(differences)
+            + "\nFix: use a new output directory, or run with the stored settings."
+        )
+        raise AdaptiveRAGError(msg)
+
+
+def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = True) -> int:
+    """Check, without changing anything, that a run with ``settings`` may use ``out_dir``.
+
+    Call it before loading a model to fail early; :func:`run_evaluation` checks again.
+
+    Args:
+        out_dir: The run directory (it need not exist).
+        settings: The settings of the run to start or resume.
+        resume: Whether results already there may be continued.
+
+    Returns:
+        How many question results the directory already holds.
+
+    Raises:
+        AdaptiveRAGError: The directory was made with other settings (the error lists
+            each difference), holds results without ``run.json``, holds results while
+            ``resume`` is ``False``, or has a broken ``results.jsonl``.
+    """
+    out = Path(out_dir)
+    run_file = out / RUN_FILE
+    results_file = out / RESULTS_FILE
+    if run_file.exists():
+        _check_settings(read_settings(run_file), settings.to_json(), run_file)
+    elif results_file.exists() and results_file.stat().st_size:
+        msg = (
+            f"{out} holds {RESULTS_FILE} but no {RUN_FILE}, so its settings cannot be "
+            f"checked. Fix: move {RESULTS_FILE} away or use a new output directory."
+        )
+        raise AdaptiveRAGError(msg)
+    existing = latest_by_id(_scan_results(results_file)[0])
+    if existing and not resume:
+        msg = (
+            f"{out} already holds {len(existing)} results and resume=False. Fix: resume "
+            "(the default) to continue that run, or use a new output directory."
+        )
+        raise AdaptiveRAGError(msg)
+    return len(existing)
+
+
+def start_run(out: Path, settings: RunSettings, resume: bool) -> list[Record]:
+    """Create or reopen a run directory; return the records it already holds."""
+    check_run_dir(out, settings, resume=resume)
+    out.mkdir(parents=True, exist_ok=True)
+    run_file = out / RUN_FILE
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if run_file.exists():
+        started = str(read_settings(run_file).get("started", started))
+    existing = _repair_results(out / RESULTS_FILE)
+    payload = {"format": _FORMAT_VERSION, **settings.to_json(), "started": started}
+    run_file.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return existing

@@ -1,0 +1,255 @@
+"""Set an evaluation run up: questions, corpus, prompts, config, settings and the model."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast, get_args
+
+from langchain_core.documents import Document
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.evaluation.corpus import iter_passages
+from langchain_adaptive_rag.evaluation.datasets import Example, canonical_dataset_name, load_dataset
+from langchain_adaptive_rag.evaluation.overrides import (
+    config_class_for,
+    config_to_dict,
+    parse_config_overrides,
+)
+from langchain_adaptive_rag.evaluation.results import PathLike, RunSettings
+from langchain_adaptive_rag.evaluation.runner import example_passages
+from langchain_adaptive_rag.exemplars import (
+    DATASET_GENERATE_MAX_LENGTH,
+    PromptDataset,
+    dataset_prompts,
+)
+from langchain_adaptive_rag.graphs import Method
+from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.prompts import QAPrompts
+
+if TYPE_CHECKING:
+    from langchain_adaptive_rag.chat_models import ChatTransformers
+
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "PACKAGE_PROMPTS",
+    "EvalSetup",
+    "load_chat_model",
+    "prepare_evaluation",
+]
+
+DEFAULT_PROMPTS: dict[str, PromptDataset] = {
+    "2wikimultihopqa": "2wikimultihopqa",
+    "hotpotqa": "hotpotqa",
+    "iirc": "iirc",
+    "strategyqa": "strategyqa",
+    "nq": "simple_qa",
+    "triviaqa": "simple_qa",
+    "squad": "simple_qa",
+    "popqa": "simple_qa",
+    "retrievalqa": "simple_qa",
+}
+"""The ``dataset_prompts`` set each dataset uses unless told otherwise (MuSiQue has none:
+the package's default demonstrations)."""
+
+PACKAGE_PROMPTS = "default"
+"""The ``prompts`` name of the package's own two demonstrations."""
+_SHORT_FORM = frozenset({"vanilla", "ta_are"})
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSetup:
+    """Everything a run needs except the model."""
+
+    method: Method
+    """The method."""
+    examples: list[Example]
+    """The questions to answer (after ``limit``)."""
+    passages: list[Document]
+    """The corpus."""
+    config: GenerationConfig
+    """The method config."""
+    prompts: QAPrompts | None
+    """The prompt set (``None``: the package default)."""
+    settings: RunSettings
+    """What ``run.json`` records."""
+
+
+def _resolved(path: PathLike) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
+def _model_label(model: str) -> str:
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
+def _build_config(
+    method: Method,
+    prompts_name: str,
+    overrides: Sequence[str],
+    k: int | None,
+    threshold_field: str | None = None,
+) -> GenerationConfig:
+    config_class = config_class_for(method)
+    base = config_class()
+    budget = DATASET_GENERATE_MAX_LENGTH.get(prompts_name)
+    if budget is not None and method not in _SHORT_FORM:
+        base = dataclasses.replace(base, generate_max_length=budget)
+    keys = {item.partition("=")[0].strip() for item in overrides}
+    if k is not None:
+        if "retrieve_topk" in keys:
+            msg = (
+                "Received both --k and --config retrieve_topk=...; they set the same value. "
+                "Fix: give only one."
+            )
+            raise AdaptiveRAGError(msg)
+        base = dataclasses.replace(base, retrieve_topk=k)
+    if threshold_field is not None and threshold_field in keys:
+        msg = (
+            f"Received --config {threshold_field}=... for a calibration that sweeps "
+            f"{threshold_field}. Fix: give the candidates with --values only."
+        )
+        raise AdaptiveRAGError(msg)
+    return parse_config_overrides(list(overrides), config_class, base=base)
+
+
+def prepare_evaluation(
+    method: Method,
+    dataset: str,
+    data: PathLike,
+    *,
+    model: str,
+    corpus: PathLike | None = None,
+    aliases: PathLike | None = None,
+    limit: int | None = None,
+    overrides: Sequence[str] = (),
+    prompts: str | None = None,
+    k: int | None = None,
+    threshold_field: str | None = None,
+) -> EvalSetup:
+    """Load the questions and corpus and build the config and settings of a run.
+
+    Without ``corpus`` the passages of every question of the data file (not only the
+    first ``limit``) are pooled, so a larger ``limit`` later retrieves from the same
+    corpus and the run can be resumed. The config starts from the method's defaults with
+    the prompt set's answer budget (``DATASET_GENERATE_MAX_LENGTH``; not for the
+    short-form Vanilla/TA-ARE), then ``k``, then ``overrides``.
+
+    Args:
+        method: The method.
+        dataset: The dataset name (see ``canonical_dataset_name``).
+        data: The dataset file.
+        model: The model's hub id or directory (recorded in the settings only).
+        corpus: A passage file (DPR TSV or JSON lines); default: the data file's passages.
+        aliases: 2WikiMultihopQA ``id_aliases.json``.
+        limit: Answer only the first ``limit`` questions.
+        overrides: ``key=value`` config values (see ``parse_config_overrides``).
+        prompts: A ``dataset_prompts`` name, or ``"default"`` for the package's own
+            demonstrations; ``None``: the dataset's own (:data:`DEFAULT_PROMPTS`).
+        k: Documents per retrieval (``retrieve_topk``).
+        threshold_field: For a calibration: the swept field, which ``overrides`` may not
+            set.
+
+    Returns:
+        The run's questions, passages, config, prompts and settings.
+
+    Raises:
+        AdaptiveRAGError: A bad file, config value or combination of options.
+    """
+    dataset = canonical_dataset_name(dataset)
+    pool = load_dataset(dataset, data, aliases=aliases)
+    examples = pool if limit is None else pool[:limit]
+    if not examples:
+        msg = (
+            f"Received no questions from {str(data)!r} (limit={limit}); expected at "
+            "least one. Fix: check the file and the limit."
+        )
+        raise AdaptiveRAGError(msg)
+    default_prompts: str = DEFAULT_PROMPTS.get(dataset, PACKAGE_PROMPTS)
+    prompts_name = prompts if prompts is not None else default_prompts
+    if prompts_name != PACKAGE_PROMPTS and prompts_name not in get_args(PromptDataset):
+        choices = [*get_args(PromptDataset), PACKAGE_PROMPTS]
+        msg = f"Received prompts={prompts_name!r}; expected one of {choices}."
+        raise AdaptiveRAGError(msg)
+    prompt_set = (
+        None
+        if prompts_name == PACKAGE_PROMPTS
+        else dataset_prompts(cast(PromptDataset, prompts_name))
+    )
+    config = _build_config(method, prompts_name, overrides, k, threshold_field)
+    if corpus is not None:
+        passages = list(iter_passages(corpus))
+        corpus_label = _resolved(corpus)
+    else:
+        passages = example_passages(pool)
+        corpus_label = f"passages of {_resolved(data)}"
+        if not passages:
+            msg = (
+                f"The {dataset} file {str(data)!r} gives no passages with its questions, "
+                "and no corpus was given. Expected a corpus to retrieve from. Fix: pass "
+                "--corpus FILE (DPR psgs_w100.tsv or passage JSON lines)."
+            )
+            raise AdaptiveRAGError(msg)
+    settings = RunSettings(
+        method=method,
+        dataset=dataset,
+        data_file=_resolved(data),
+        corpus=corpus_label,
+        model=_model_label(model),
+        config=config_to_dict(config),
+        prompts=prompts_name,
+        limit=limit,
+    )
+    return EvalSetup(method, examples, passages, config, prompt_set, settings)
+
+
+def load_chat_model(
+    model: str,
+    *,
+    device: str | None = None,
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None,
+) -> ChatTransformers:
+    """Load a model for evaluation: eager attention, plain completion prompts.
+
+    Args:
+        model: Hub id or local directory.
+        device: Torch device (default: CPU).
+        dtype: Weights dtype (default: float32).
+
+    Returns:
+        The chat model.
+
+    Raises:
+        AdaptiveRAGError: The directory does not exist, or the model cannot be loaded
+            (offline with a hub id that is not in the local cache, ...).
+    """
+    from langchain_adaptive_rag.chat_models import ChatTransformers
+
+    path = Path(model).expanduser()
+    looks_local = model.startswith((".", "/", "~")) or path.exists()
+    if looks_local and not (path / "config.json").is_file():
+        msg = (
+            f"Received --model {model!r}, a path without config.json; expected a model "
+            "directory (config.json, weights, tokenizer) or a hub id. Fix: point --model "
+            "at the directory that holds config.json."
+        )
+        raise AdaptiveRAGError(msg)
+    try:
+        return ChatTransformers(
+            model=str(path) if looks_local else model,
+            attn_implementation="eager",
+            use_chat_template=False,
+            device=device,
+            dtype=dtype,
+        )
+    except AdaptiveRAGError:
+        raise
+    except (OSError, ValueError) as exc:
+        msg = (
+            f"Could not load model {model!r}: {exc}\nExpected a local model directory or a "
+            "hub id that can be downloaded or is in the local cache. Fix: download the "
+            "model and pass its directory (offline, set HF_HUB_OFFLINE=1 to fail at once)."
+        )
+        raise AdaptiveRAGError(msg) from None
