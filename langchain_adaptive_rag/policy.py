@@ -32,6 +32,7 @@ __all__ = [
     "RunContext",
     "TraceModel",
     "bump",
+    "no_retrieval_decision",
 ]
 
 NeedRoute = Literal["retrieve", "continue", "draft", "finalize"]
@@ -89,6 +90,19 @@ class RunContext:
     model: TraceModel
     retriever: BaseRetriever
     prompts: QAPrompts
+
+
+def no_retrieval_decision(score: float | None, threshold: float) -> dict[str, object]:
+    """The ``pending`` record of a decision not to retrieve: the score closest to firing.
+
+    Args:
+        score: The method's need score nearest the threshold (``None``: nothing scored).
+        threshold: The threshold it was compared with.
+
+    Returns:
+        ``{"trigger_position": None, "trigger_word": None, "score", "threshold"}``.
+    """
+    return {"trigger_position": None, "trigger_word": None, "score": score, "threshold": threshold}
 
 
 def bump(counts: Counts | None, **deltas: int) -> Counts:

@@ -122,6 +122,8 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """Their log-probabilities."""
     draft_entropies: NotRequired[list[float]]
     """Their entropies."""
+    draft_attention: NotRequired[list[float]]
+    """Attention each draft token received (DRAGIN's RIND attention, before word sums)."""
     draft_words: NotRequired[list[ScoredWord]]
     """Words of the draft with a method's score (DRAGIN: RIND ``s(w)``)."""
     draft_sentences: NotRequired[list[list[int]]]

@@ -31,7 +31,14 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    Policy,
+    RunContext,
+    TraceModel,
+    bump,
+    no_retrieval_decision,
+)
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
     aggregate_words,
@@ -127,6 +134,7 @@ class DRAGINPolicy(Policy):
             "draft_tokens": tokens,
             "draft_logprobs": [float(x) for x in trace.logprobs],
             "draft_entropies": [float(x) for x in trace.entropies],
+            "draft_attention": [float(x) for x in received],
             "draft_words": [
                 {"start": w.start, "end": w.end, "text": w.text, "score": float(s)}
                 for w, s in zip(words, scores, strict=True)
@@ -148,6 +156,9 @@ class DRAGINPolicy(Policy):
         if trigger is None:
             update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
             update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
+            update["pending"] = no_retrieval_decision(
+                float(scores.max()) if scores.size else None, self.config.theta
+            )
             return update
         first = trigger.words[0]
         sentence_start = int(words[trigger.sentence[0]]["start"])

@@ -24,7 +24,13 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    Policy,
+    RunContext,
+    TraceModel,
+    no_retrieval_decision,
+)
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
     flare_sentence_score,
@@ -103,6 +109,12 @@ class FLAREPolicy(Policy):
         update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = step
+        scores = [
+            flare_sentence_score(probs[a:b], self.config.theta, self.config.trigger).score
+            for a, b in token_sentences(tokens)
+        ]
+        closest = (min if self.config.trigger == "any_token" else max)(scores, default=None)
+        update["pending"] = no_retrieval_decision(closest, self.config.theta)
         return update
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:

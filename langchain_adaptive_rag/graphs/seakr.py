@@ -31,7 +31,14 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    Policy,
+    RunContext,
+    TraceModel,
+    bump,
+    no_retrieval_decision,
+)
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, normalise_answer
 from langchain_adaptive_rag.signals import (
     energy_score,
@@ -142,6 +149,7 @@ class _Step:
     text: str
     tokens: list[str]
     logprobs: list[float]
+    entropies: list[float]
     uncertainty: float
     generated: int
     calls: int
@@ -208,6 +216,7 @@ class SeaKRPolicy(Policy):
             text=text,
             tokens=list(greedy.tokens[:kept]),
             logprobs=[float(x) for x in greedy.logprobs[:kept]],
+            entropies=[float(x) for x in greedy.entropies[:kept]],
             uncertainty=uncertainty,
             generated=generated,
             calls=calls,
@@ -247,6 +256,7 @@ class SeaKRPolicy(Policy):
             "draft": step.text,
             "draft_tokens": step.tokens,
             "draft_logprobs": step.logprobs,
+            "draft_entropies": step.entropies,
             "pending": {"score": step.uncertainty},
             "counts": bump(
                 state.get("counts"),
@@ -275,6 +285,7 @@ class SeaKRPolicy(Policy):
             }
         update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
         update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
+        update["pending"] = no_retrieval_decision(uncertainty, self.config.delta)
         return update
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
@@ -320,6 +331,8 @@ class SeaKRPolicy(Policy):
             "rerank_order": [rank],
             "draft": step.text,
             "draft_tokens": step.tokens,
+            "draft_logprobs": step.logprobs,
+            "draft_entropies": step.entropies,
             "counts": counts,
         }
 

@@ -141,3 +141,17 @@ def test_needs_attention() -> None:
 def test_config_is_checked() -> None:
     with pytest.raises(AdaptiveRAGError, match="query_top_n must be >= 1, got 0"):
         DRAGINConfig(query_top_n=0)
+
+
+def test_a_decision_not_to_retrieve_reports_its_nearest_score() -> None:
+    model = _model(_draft(entropy_1931=1.0), " So the answer is 1931.")
+    graph = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
+    updates = [u for u in graph.stream({"question": QUESTION}, stream_mode="updates")]
+    (decision,) = [u["score_need"] for u in updates if "score_need" in u][:1]
+    assert decision["route"] in {"draft", "finalize"}
+    pending = decision["pending"]
+    # the highest RIND of the draft (s(1931.) = 0.816) against theta 1.0, no trigger
+    assert pending["score"] == pytest.approx(0.816, abs=1e-3)
+    assert pending["threshold"] == 1.0 and pending["trigger_position"] is None
+    draft = next(u["draft"] for u in updates if "draft" in u)
+    assert len(draft["draft_attention"]) == len(DRAFT_TOKENS)

@@ -96,3 +96,15 @@ def test_fully_masked_query_falls_back_to_the_question() -> None:
 def test_flare_config_is_checked() -> None:
     with pytest.raises(AdaptiveRAGError, match=r"theta must be a probability in \[0, 1\], got 1.5"):
         FLAREConfig(theta=1.5)
+
+
+def test_a_decision_not_to_retrieve_reports_the_least_probable_token() -> None:
+    tokens = (" Anna", " Berg", " was", " born", " in", " 1931.")
+    probs = (0.9, 0.8, 0.95, 0.6, 0.9, 0.7)
+    draft = ScriptedResponse("".join(tokens), tokens=tokens, logprobs=tuple(LOG(p) for p in probs))
+    model = FakeTraceModel([draft, " So the answer is 1931."])
+    graph = create_flare_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
+    updates = list(graph.stream({"question": QUESTION}, stream_mode="updates"))
+    decision = next(u["score_need"] for u in updates if "score_need" in u)
+    assert decision["pending"]["score"] == pytest.approx(0.6)  # min p, above theta 0.4
+    assert decision["pending"]["threshold"] == 0.4

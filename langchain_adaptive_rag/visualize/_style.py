@@ -1,0 +1,231 @@
+"""Shared pieces of the token views: signal names, colour scales, thresholds, query words."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import matplotlib as mpl
+from matplotlib.colors import Colormap, Normalize, to_hex
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.signals import is_content_word
+from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
+
+__all__ = [
+    "Direction",
+    "Scale",
+    "Signal",
+    "SignalSpec",
+    "check_signal",
+    "default_signal",
+    "derived_round_score",
+    "printable",
+    "query_words",
+    "scale_for",
+    "text_colour",
+    "thresholded_signal",
+    "token_value",
+    "trigger_tokens",
+    "word_key",
+]
+
+Signal = Literal["entropy", "probability", "rind", "attention", "uncertainty"]
+"""Token signals a view can colour by."""
+
+Direction = Literal["above", "below"]
+"""Whether a score retrieves when it is above or below its threshold."""
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    """How a signal is named and coloured."""
+
+    label: str
+    """Axis and legend label."""
+    short: str
+    """Symbol used in tooltips."""
+    cmap: str
+    """Matplotlib colormap; its dark end is the uncertain end."""
+    unit_range: bool
+    """The signal lies in ``[0, 1]``."""
+
+
+SPECS: dict[str, SignalSpec] = {
+    "entropy": SignalSpec("entropy H (nats)", "H", "YlOrRd", False),
+    "probability": SignalSpec("probability p", "p", "YlOrRd_r", True),
+    "rind": SignalSpec("RIND s(w)", "RIND", "YlOrRd", False),
+    "attention": SignalSpec("attention received a(i)", "a", "PuBu", False),
+    "uncertainty": SignalSpec("step uncertainty U", "U", "YlOrRd", False),
+}
+
+_METHOD_SIGNAL: dict[str, tuple[Signal, Direction]] = {
+    "dragin": ("rind", "above"),
+    "flare": ("probability", "below"),
+    "seakr": ("uncertainty", "above"),
+}
+"""The thresholded signal of each method (used when no retrieval says it)."""
+
+
+def check_signal(signal: str) -> Signal:
+    """Validate a signal name.
+
+    Raises:
+        AdaptiveRAGError: ``signal`` is not one of :data:`Signal`.
+    """
+    if signal not in SPECS:
+        msg = (
+            f"Unknown signal {signal!r}. Expected one of {', '.join(get_args(Signal))}. "
+            'Fix: tokens_html(record, signal="entropy").'
+        )
+        raise AdaptiveRAGError(msg)
+    return signal  # type: ignore[return-value]
+
+
+def token_value(token: TokenRecord, signal: Signal) -> float | None:
+    """The token's value of ``signal`` (``None`` when not measured or not finite)."""
+    value: float | None = getattr(token, signal)
+    return value if value is not None and math.isfinite(value) else None
+
+
+def thresholded_signal(record: RunRecord) -> tuple[Signal, Direction] | None:
+    """Which token signal the run's threshold applies to, and in which direction.
+
+    Read from the decisions: the signal whose value at the trigger token equals the
+    reported score; otherwise the method's known signal; ``None`` for fixed schedules.
+    """
+    for round_ in record.rounds:
+        decision = round_.decision
+        if decision is None or decision.score is None or decision.threshold is None:
+            continue
+        direction: Direction = "above" if decision.score > decision.threshold else "below"
+        position = decision.trigger_position
+        if position is None or not 0 <= position < len(round_.tokens):
+            continue
+        token = round_.tokens[position]
+        for signal in ("rind", "probability", "uncertainty", "entropy"):
+            value = getattr(token, signal)
+            if value is not None and math.isclose(value, decision.score, rel_tol=1e-6):
+                return signal, direction
+        return None  # a sentence-level score (FLARE's mean rule): no token signal
+    return _METHOD_SIGNAL.get(record.method)
+
+
+def default_signal(record: RunRecord) -> Signal:
+    """The signal that best shows the run's decisions."""
+    found = thresholded_signal(record)
+    if found is not None:
+        return found[0]
+    tokens = [t for r in record.rounds for t in r.tokens]
+    for signal in ("entropy", "probability"):
+        if any(getattr(t, signal) is not None for t in tokens):
+            return signal
+    return "entropy"
+
+
+def derived_round_score(round_: Round, signal: Signal, direction: Direction) -> float | None:
+    """A round's need score recomputed from its draft when the policy reported none."""
+    if signal == "uncertainty":
+        return round_.uncertainty if round_.uncertainty is not None else None
+    values = [v for t in round_.tokens if (v := token_value(t, signal)) is not None]
+    if not values:
+        return None
+    return max(values) if direction == "above" else min(values)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A colour scale for one signal over one record."""
+
+    signal: Signal
+    lo: float
+    hi: float
+    threshold: float | None
+    cmap: Colormap
+
+    @property
+    def norm(self) -> Normalize:
+        """Matplotlib normalisation of the scale."""
+        return Normalize(self.lo, self.hi)
+
+    def colour(self, value: float | None) -> str:
+        """Hex colour of ``value`` (light grey when not measured)."""
+        if value is None:
+            return "#e6e6e6"
+        return to_hex(self.cmap(self.norm(value)))
+
+    def fraction(self, value: float) -> float:
+        """Position of ``value`` on the scale, in ``[0, 1]``."""
+        return min(1.0, max(0.0, (value - self.lo) / (self.hi - self.lo)))
+
+
+def scale_for(record: RunRecord, signal: Signal) -> Scale:
+    """The colour scale of ``signal`` over every token of ``record``."""
+    spec = SPECS[signal]
+    values = [
+        v for r in record.rounds for t in r.tokens if (v := token_value(t, signal)) is not None
+    ]
+    found = thresholded_signal(record)
+    threshold = record.threshold if found is not None and found[0] == signal else None
+    if spec.unit_range:
+        lo, hi = 0.0, 1.0
+    else:
+        lo = min([0.0, *values]) if signal != "uncertainty" else min(values, default=0.0)
+        hi = max(values, default=1.0)
+        if threshold is not None:
+            lo, hi = min(lo, threshold), max(hi, threshold * 1.25 if threshold > 0 else threshold)
+    if hi - lo < 1e-9:
+        hi = lo + 1.0
+    return Scale(signal, lo, hi, threshold, mpl.colormaps[spec.cmap])
+
+
+def text_colour(background: str) -> str:
+    """Black or white, whichever reads better on ``background``."""
+    red, green, blue = (int(background[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
+    return "#000000" if luminance > 0.45 else "#ffffff"
+
+
+def word_key(word: str) -> str:
+    """Lower-case letters and digits of a word (for matching query words)."""
+    return "".join(ch for ch in word.lower() if ch.isalnum())
+
+
+def query_words(query: str) -> set[str]:
+    """Content words of a query, as :func:`word_key` keys."""
+    return {word_key(w) for w in re.findall(r"\S+", query) if word_key(w) and is_content_word(w)}
+
+
+def trigger_tokens(round_: Round) -> set[int]:
+    """Indexes of the draft tokens that hold the trigger (word, token or whole step)."""
+    decision = round_.decision
+    if decision is None or decision.trigger_position is None or not round_.tokens:
+        return set()
+    position = decision.trigger_position
+    if not 0 <= position < len(round_.tokens):
+        return set()
+    offsets = [0]
+    for token in round_.tokens:
+        offsets.append(offsets[-1] + len(token.text))
+    start = offsets[position]
+    end = offsets[position + 1]
+    word = (decision.trigger_word or "").strip()
+    if word:
+        found = round_.draft.find(word, start)
+        if found >= 0:
+            start, end = found, found + len(word)
+    return {i for i in range(len(round_.tokens)) if offsets[i] < end and offsets[i + 1] > start}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (other than newline and tab) as hex escapes.
+
+    Random or byte-level models emit such pieces; fonts have no glyph for them.
+    """
+    return "".join(
+        f"\\x{ord(ch):02x}" if unicodedata.category(ch) == "Cc" and ch not in "\n\t" else ch
+        for ch in text
+    )
