@@ -102,9 +102,16 @@ def make_formulate_query_node(policy: Policy, ctx: RunContext) -> Node:
     return formulate_query
 
 
+def _doc_id(document: Document, fallback: str) -> str:
+    """A document's ``id``, else its ``metadata["id"]``, else ``fallback``."""
+    if document.id is not None:
+        return str(document.id)
+    return str(document.metadata.get("id", fallback))
+
+
 def _to_docs(documents: list[Document], offset: int) -> list[RetrievedDoc]:
     return [
-        {"id": str(d.id) if d.id is not None else f"result-{offset + i}", "text": d.page_content}
+        {"id": _doc_id(d, f"result-{offset + i}"), "text": d.page_content}
         for i, d in enumerate(documents)
     ]
 

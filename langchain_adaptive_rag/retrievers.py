@@ -220,8 +220,8 @@ def create_bm25_retriever(
     """Index documents (or plain texts) for BM25 retrieval.
 
     Args:
-        documents: ``Document`` objects or strings. Documents without an ``id`` get
-            ``"doc-<index>"``.
+        documents: ``Document`` objects or strings. A Document without an ``id`` takes
+            ``metadata["id"]``, else ``"doc-<index>"``.
         k: Documents returned per query (``invoke(query, k=...)`` overrides it).
         backend: ``rank_bm25``, ``sparse`` (fast on large corpora) or ``auto``.
         k1: BM25 term-frequency saturation (Elasticsearch's default 1.2).
@@ -246,7 +246,11 @@ def create_bm25_retriever(
     docs = [
         d
         if d.id is not None
-        else Document(id=f"doc-{i}", page_content=d.page_content, metadata=d.metadata)
+        else Document(
+            id=str(d.metadata.get("id", f"doc-{i}")),
+            page_content=d.page_content,
+            metadata=d.metadata,
+        )
         for i, d in enumerate(docs)
     ]
     corpus = [analyzer(d.page_content) for d in docs]

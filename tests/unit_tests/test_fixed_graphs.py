@@ -287,3 +287,23 @@ def test_a_new_question_on_the_same_thread_starts_clean() -> None:
     assert [e["query"] for e in second["retrievals"]] == ["When was Carl Lind born?"]
     assert second["counts"] == first["counts"]
     assert model.prompts[1].endswith("Question: When was Carl Lind born?\nAnswer:")
+
+
+class MetadataIdRetriever(BaseRetriever):
+    """Documents identified only by ``metadata["id"]`` (or not at all)."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(page_content=PASSAGES[0], metadata={"id": "p0"}),
+            Document(page_content=PASSAGES[1]),
+        ]
+
+
+def test_retrieved_ids_fall_back_to_metadata_then_position() -> None:
+    model = FakeTraceModel([" So the answer is 1931."])
+    result = create_single_round_graph(
+        model, MetadataIdRetriever(), config=GenerationConfig(), prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"][0]["doc_ids"] == ["p0", "result-1"]

@@ -135,3 +135,13 @@ class TestBM25RetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "Anna Berg film director"
+
+
+def test_ids_come_from_the_document_then_its_metadata() -> None:
+    docs = [
+        Document(id="own", page_content="Anna Berg directed Blue Harbour."),
+        Document(page_content="Anna Berg was born in 1931.", metadata={"id": "p7"}),
+        Document(page_content="Carl Lind was born in Oslo."),
+    ]
+    retriever = create_bm25_retriever(docs, k=3)
+    assert sorted(str(d.id) for d in retriever.invoke("Anna Berg Carl")) == ["doc-2", "own", "p7"]
