@@ -1,0 +1,297 @@
+"""Every method on toy questions: answers, efficiency and a readable DRAGIN trace.
+
+This is the main job of the package's demo: the same model, retriever and questions go
+through each method's graph, and the comparison table shows what adaptive retrieval buys
+(answers to questions whose facts the model never saw) and what it costs (retrievals,
+LLM calls, generated tokens, seconds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.retrievers import BaseRetriever
+
+from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, create_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
+from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
+from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.state import RetrievalEvent
+from langchain_adaptive_rag.toyworld.data import TOY_PROMPTS
+from langchain_adaptive_rag.toyworld.questions import ToyQuestion
+
+__all__ = [
+    "TOY_CONFIGS",
+    "MethodSummary",
+    "QuestionResult",
+    "demo_questions",
+    "format_comparison",
+    "format_trace",
+    "run_comparison",
+    "run_method",
+    "summarize",
+]
+
+TOY_CONFIGS: dict[str, GenerationConfig] = {
+    "no_retrieval": GenerationConfig(generate_max_length=48),
+    "single_round": GenerationConfig(generate_max_length=48),
+    "fix_length": FixLengthConfig(generate_max_length=48, fix_length=8),
+    "fix_sentence": FixSentenceConfig(generate_max_length=48),
+    "flare": FLAREConfig(generate_max_length=48, theta=0.4, beta=0.4),
+    "dragin": DRAGINConfig(generate_max_length=48, theta=1.0, query_top_n=6),
+    "seakr": SeaKRConfig(generate_max_length=48, num_samples=8, hidden_layer=1, delta=-6.0),
+    "vanilla": TAAREConfig(generate_max_length=48),
+    "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026"),
+}
+"""Each method's configuration for the toy model: the answer budget fits the toy answers
+(at most about 40 tokens), FL-RAG retrieves every 8 tokens (a toy sentence is about that
+long), and the thresholds (FLARE ``theta``, DRAGIN ``theta``, SeaKR ``delta``) are
+calibrated on the toy model's signals."""
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    """One method's outcome on one question."""
+
+    method: str
+    question_id: str
+    category: str
+    answer: str
+    gold: str
+    em: float
+    f1: float
+    retrievals: int
+    llm_calls: int
+    generated_tokens: int
+    seconds: float
+    text: str
+    events: tuple[RetrievalEvent, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    """Means over the questions a method answered."""
+
+    method: str
+    questions: int
+    em: float
+    f1: float
+    retrievals: float
+    llm_calls: float
+    generated_tokens: float
+    seconds: float
+
+
+def demo_questions(questions: Sequence[ToyQuestion], per_category: int = 4) -> list[ToyQuestion]:
+    """A small balanced subset: ``per_category`` questions of each category, types mixed.
+
+    Args:
+        questions: The evaluation questions (in their fixed order).
+        per_category: Questions per category.
+
+    Returns:
+        The subset, in the original order.
+    """
+    chosen: list[ToyQuestion] = []
+    for category in ("known", "known_first_unknown_second", "unknown"):
+        pool = [q for q in questions if q.category == category]
+        by_type: dict[str, list[ToyQuestion]] = {}
+        for q in pool:
+            by_type.setdefault(q.type, []).append(q)
+        picked: list[ToyQuestion] = []
+        while len(picked) < per_category and any(by_type.values()):
+            for items in by_type.values():
+                if items and len(picked) < per_category:
+                    picked.append(items.pop(0))
+        chosen.extend(picked)
+    order = {q.id: i for i, q in enumerate(questions)}
+    return sorted(chosen, key=lambda q: order[q.id])
+
+
+def run_method(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    method: Method,
+    questions: Sequence[ToyQuestion],
+    *,
+    config: GenerationConfig | None = None,
+    prompts: QAPrompts = TOY_PROMPTS,
+    on_result: Callable[[QuestionResult], None] | None = None,
+) -> list[QuestionResult]:
+    """Answer every question with one method's graph.
+
+    Args:
+        model: The model (the toy model for the toy world).
+        retriever: The retriever (the toy corpus for the toy world).
+        method: The method name.
+        questions: The questions.
+        config: The method's config (default: :data:`TOY_CONFIGS`).
+        prompts: Prompt templates.
+        on_result: Called with each result as soon as it is ready.
+
+    Returns:
+        One result per question, in order.
+    """
+    chosen = config if config is not None else TOY_CONFIGS[method]
+    graph = create_adaptive_rag_graph(model, retriever, method, config=chosen, prompts=prompts)
+    results = []
+    for question in questions:
+        start = time.perf_counter()
+        state: dict[str, Any] = graph.invoke({"question": question.question})
+        seconds = time.perf_counter() - start
+        counts = state["counts"]
+        answer = str(state.get("answer") or "")
+        result = QuestionResult(
+            method=method,
+            question_id=question.id,
+            category=question.category,
+            answer=answer,
+            gold=question.answer,
+            em=exact_match(answer, question.answer),
+            f1=f1_score(answer, question.answer),
+            retrievals=int(counts["retrievals"]),
+            llm_calls=int(counts["llm_calls"]),
+            generated_tokens=int(counts["generated_tokens"]),
+            seconds=seconds,
+            text=str(state.get("text", "")),
+            events=tuple(state.get("retrievals", [])),
+        )
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results
+
+
+def run_comparison(
+    model: TraceModel,
+    retriever: BaseRetriever,
+    questions: Sequence[ToyQuestion],
+    *,
+    methods: Sequence[Method] | None = None,
+    configs: Mapping[str, GenerationConfig] | None = None,
+    prompts: QAPrompts = TOY_PROMPTS,
+) -> dict[str, list[QuestionResult]]:
+    """Answer the questions with every method.
+
+    Args:
+        model: The model.
+        retriever: The retriever.
+        questions: The questions.
+        methods: Methods to run (default: all of ``AVAILABLE_METHODS``).
+        configs: Per-method configs (default: :data:`TOY_CONFIGS`).
+        prompts: Prompt templates.
+
+    Returns:
+        Results by method name, in the order run.
+    """
+    chosen = configs if configs is not None else TOY_CONFIGS
+    names: Sequence[Method] = methods if methods is not None else AVAILABLE_METHODS  # type: ignore[assignment]
+    return {
+        name: run_method(
+            model, retriever, name, questions, config=chosen.get(name), prompts=prompts
+        )
+        for name in names
+    }
+
+
+def summarize(results: Sequence[QuestionResult], category: str | None = None) -> MethodSummary:
+    """Means over one method's results (optionally one question category).
+
+    Args:
+        results: One method's results.
+        category: Keep only this category (``known``, ``known_first_unknown_second``,
+            ``unknown``).
+
+    Returns:
+        The summary (zeros when no result is left).
+    """
+    kept = [r for r in results if category is None or r.category == category]
+    n = len(kept)
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / n if n else 0.0
+
+    return MethodSummary(
+        method=results[0].method if results else "",
+        questions=n,
+        em=mean([r.em for r in kept]),
+        f1=mean([r.f1 for r in kept]),
+        retrievals=mean([r.retrievals for r in kept]),
+        llm_calls=mean([r.llm_calls for r in kept]),
+        generated_tokens=mean([r.generated_tokens for r in kept]),
+        seconds=mean([r.seconds for r in kept]),
+    )
+
+
+def format_comparison(results: Mapping[str, Sequence[QuestionResult]]) -> str:
+    """A markdown table: EM and F1 overall and per category, then the costs.
+
+    Args:
+        results: Results by method.
+
+    Returns:
+        The table.
+    """
+    header = (
+        "| method | EM | F1 | EM known | EM known-then-unknown | EM unknown "
+        "| retrievals/q | LLM calls/q | tokens/q | s/q |"
+    )
+    lines = [header, "|" + "---|" * 10]
+    for name, items in results.items():
+        overall = summarize(items)
+        per = [summarize(items, c).em for c in ("known", "known_first_unknown_second", "unknown")]
+        lines.append(
+            f"| {name} | {overall.em:.2f} | {overall.f1:.2f} | {per[0]:.2f} | {per[1]:.2f} "
+            f"| {per[2]:.2f} | {overall.retrievals:.2f} | {overall.llm_calls:.1f} "
+            f"| {overall.generated_tokens:.0f} | {overall.seconds:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def format_trace(question: ToyQuestion, result: QuestionResult) -> str:
+    """A readable account of one run: text, each retrieval's trigger, query and passages.
+
+    Args:
+        question: The question.
+        result: A method's result on it.
+
+    Returns:
+        Several lines of text.
+    """
+    lines = [
+        f"Question: {question.question}  [{question.category}, {question.type}]",
+        f"Gold: {question.gold_text}",
+        f"Generated: {result.text.strip()}",
+    ]
+    if not result.events:
+        lines.append("No retrieval: the model answered from memory.")
+    for event in result.events:
+        score, threshold = event["score"], event["threshold"]
+        why = (
+            f"score {score:.2f} > threshold {threshold:.2f}"
+            if isinstance(score, float) and isinstance(threshold, float)
+            else "scheduled"
+        )
+        lines.append(
+            f"Retrieval at step {event['step']}: fired on {event['trigger_word']!r} ({why})"
+        )
+        lines.append(f"  query: {event['query']!r}")
+        kept = event["rerank_order"]
+        for rank, (doc_id, text) in enumerate(
+            zip(event["doc_ids"], event["doc_texts"], strict=True)
+        ):
+            mark = "*" if kept is not None and rank in kept else " "
+            lines.append(f"  {mark}[{doc_id}] {text}")
+        if event["note"]:
+            lines.append(f"  note: {event['note']}")
+    verdict = "correct" if result.em == 1.0 else f"wrong (gold {result.gold!r})"
+    lines.append(f"Answer: {result.answer!r}: {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,392 @@
+"""Train the toy model: a byte-level BPE tokenizer and a small Llama, deterministic given a seed.
+
+Run ``python -m langchain_adaptive_rag.toyworld.train --out DIR [--quick]``. The script
+trains the tokenizer on the pool words and templates (every name, title, city and year is
+one token), then the model: first on copying random word lists only (until it copies, which
+forms the attention heads that reading passages relies on), then on the
+:class:`~langchain_adaptive_rag.toyworld.data.ExampleMix` stream, with the loss on answer
+tokens only, AdamW with warm-up and cosine decay, and logs a
+held-out probe (closed-book known, reading unknown) every ``eval_every`` steps. The weights
+are saved in float16 with the tokenizer and its chat template.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from langchain_adaptive_rag.prompts import extract_answer
+from langchain_adaptive_rag.testing import SPECIAL_TOKENS, train_tokenizer
+from langchain_adaptive_rag.toyworld.corpus import build_corpus
+from langchain_adaptive_rag.toyworld.data import (
+    ExampleMix,
+    TrainingExample,
+    qa_example,
+    tokenizer_text,
+)
+from langchain_adaptive_rag.toyworld.questions import ToyQuestion, evaluation_questions
+from langchain_adaptive_rag.toyworld.world import ToyWorld, generate_world
+
+__all__ = ["TrainConfig", "build_model", "build_tokenizer", "main", "train"]
+
+logger = logging.getLogger(__name__)
+
+COPY_PHASE_WEIGHTS: dict[str, float] = {"copy": 1.0}
+"""Example mix of the warm-up steps (then :attr:`ExampleMix.DEFAULT_WEIGHTS`)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run (the defaults produce the shipped model)."""
+
+    seed: int = 0
+    """Seed of the world, the example stream and the weights."""
+    steps: int = 5500
+    """Optimizer steps."""
+    batch_size: int = 16
+    """Sequences per step."""
+    hidden_size: int = 192
+    """Model width."""
+    num_layers: int = 4
+    """Decoder layers."""
+    num_heads: int = 6
+    """Attention heads."""
+    intermediate_size: int = 768
+    """MLP width."""
+    learning_rate: float = 2e-3
+    """Peak learning rate."""
+    warmup_steps: int = 50
+    """Linear warm-up steps."""
+    min_lr_ratio: float = 0.1
+    """Final learning rate as a fraction of the peak (cosine decay)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    eval_every: int = 500
+    """Steps between held-out probes (0: never)."""
+    eval_size: int = 16
+    """Questions per probe set."""
+    threads: int = 2
+    """Torch CPU threads."""
+    easy_fraction: float = 0.25
+    """Leading share of the steps whose contexts hold at most one distractor."""
+    copy_steps: int = 600
+    """At most this many leading steps only copy word lists (this forms the attention
+    heads that reading relies on); the phase ends early once the copy loss is low."""
+    copy_loss: float = 0.3
+    """Running copy loss that ends the copy phase."""
+
+    @classmethod
+    def quick(cls) -> TrainConfig:
+        """A reduced run (about a minute on two CPU cores): small model, few steps."""
+        return cls(
+            steps=120,
+            batch_size=8,
+            hidden_size=64,
+            num_layers=2,
+            num_heads=4,
+            intermediate_size=128,
+            warmup_steps=10,
+            eval_every=0,
+            copy_steps=20,
+        )
+
+
+def build_tokenizer(world: ToyWorld) -> object:
+    """Byte-level BPE over the pool words and templates, with BOS and a ChatML template.
+
+    Args:
+        world: The evaluated world (its facts are not used).
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast``.
+    """
+    return train_tokenizer(tokenizer_text(world), vocab_size=4096)
+
+
+def build_model(config: TrainConfig, vocab_size: int) -> torch.nn.Module:
+    """A randomly initialised Llama (seeded by ``config.seed``).
+
+    Args:
+        config: Sizes.
+        vocab_size: Tokenizer size.
+
+    Returns:
+        A ``LlamaForCausalLM`` with tied input and output embeddings.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(config.seed)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=config.hidden_size,
+            intermediate_size=config.intermediate_size,
+            num_hidden_layers=config.num_layers,
+            num_attention_heads=config.num_heads,
+            num_key_value_heads=config.num_heads,
+            max_position_embeddings=1024,
+            bos_token_id=SPECIAL_TOKENS.index("<s>"),
+            eos_token_id=SPECIAL_TOKENS.index("</s>"),
+            pad_token_id=SPECIAL_TOKENS.index("<pad>"),
+            tie_word_embeddings=True,
+            attn_implementation="sdpa",
+        )
+    )
+    return model  # type: ignore[no-any-return]
+
+
+def _encode(tokenizer: object, example: TrainingExample) -> tuple[list[int], list[int]]:
+    """Token ids and labels (-100 on the prompt) of one example."""
+    full: list[int] = tokenizer(example.prompt + example.target)["input_ids"]  # type: ignore[operator]
+    if not example.prompt:
+        return full, [-100, *full[1:]]
+    prompt: list[int] = tokenizer(example.prompt)["input_ids"]  # type: ignore[operator]
+    if full[: len(prompt)] != prompt:
+        msg = f"The prompt's tokens are not a prefix of the example's: {example.prompt!r}"
+        raise ValueError(msg)
+    return full, [-100] * len(prompt) + full[len(prompt) :]
+
+
+def _batches(
+    mix: ExampleMix, tokenizer: object, batch_size: int, rng: random.Random, pad: int
+) -> Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """A batch source that groups examples of similar length (less padding)."""
+    queue: list[list[tuple[list[int], list[int]]]] = []
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not queue:
+            pool = [_encode(tokenizer, mix.sample()) for _ in range(batch_size * 32)]
+            pool.sort(key=lambda pair: len(pair[0]))
+            queue.extend(pool[i : i + batch_size] for i in range(0, len(pool), batch_size))
+            rng.shuffle(queue)
+        batch = queue.pop()
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (tokens, targets) in enumerate(batch):
+            ids[row, : len(tokens)] = torch.tensor(tokens)
+            labels[row, : len(targets)] = torch.tensor(targets)
+            mask[row, : len(tokens)] = 1
+        return ids, labels, mask
+
+    return next_batch
+
+
+def greedy_answer(
+    model: torch.nn.Module, tokenizer: object, prompt: str, max_new_tokens: int = 48
+) -> str:
+    """Greedy continuation of ``prompt`` up to the first newline.
+
+    Args:
+        model: A causal LM.
+        tokenizer: Its tokenizer.
+        prompt: Completion prompt.
+        max_new_tokens: Budget.
+
+    Returns:
+        The generated text without the newline.
+    """
+    ids: list[int] = tokenizer(prompt)["input_ids"]  # type: ignore[operator]
+    newline: int = tokenizer.convert_tokens_to_ids("Ċ")  # type: ignore[attr-defined]
+    with torch.no_grad():
+        out = model.generate(  # type: ignore[operator]
+            torch.tensor([ids]),
+            attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=[newline, SPECIAL_TOKENS.index("</s>")],
+            pad_token_id=SPECIAL_TOKENS.index("<pad>"),
+        )
+    text: str = tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True)  # type: ignore[attr-defined]
+    return text.split("\n", 1)[0]
+
+
+def probe(
+    model: torch.nn.Module,
+    tokenizer: object,
+    world: ToyWorld,
+    questions: Sequence[ToyQuestion],
+    size: int,
+) -> tuple[dict[str, float], list[str]]:
+    """Accuracy on held-out probes: closed-book known / unknown, reading, continuing.
+
+    Args:
+        model: The model being trained.
+        tokenizer: Its tokenizer.
+        world: The evaluated world.
+        questions: Its evaluation questions.
+        size: Questions per probe.
+
+    Returns:
+        Accuracy per probe, and the first answer generated in each probe.
+    """
+    passages = {d.id: d.page_content for d in build_corpus(world)}
+    comp = [q for q in questions if q.type == "compositional"]
+    known = [q for q in comp if q.category == "known"][:size]
+    unknown = [q for q in comp if not q.answer_known][:size]
+    second = [q for q in comp if q.category == "known_first_unknown_second"][:size]
+    model.eval()
+
+    samples: list[str] = []
+
+    def accuracy(cases: Sequence[tuple[ToyQuestion, TrainingExample]]) -> float:
+        hits = 0
+        for index, (question, example) in enumerate(cases):
+            generated = greedy_answer(model, tokenizer, example.prompt)
+            hits += extract_answer(example.prompt + generated) == question.answer
+            if index == 0:
+                samples.append(f"{question.question} -> {generated!r}")
+        return hits / max(1, len(cases))
+
+    result = {
+        "closed_known": accuracy([(q, qa_example(q)) for q in known]),
+        "closed_unknown": accuracy([(q, qa_example(q)) for q in unknown]),
+        "gold_unknown": accuracy(
+            [(q, qa_example(q, [passages[i] for i in q.supporting_ids])) for q in unknown]
+        ),
+        "continue_second": accuracy(
+            [(q, qa_example(q, [passages[q.supporting_ids[1]]], accepted_steps=1)) for q in second]
+        ),
+    }
+    model.train()
+    return result, samples
+
+
+def train(
+    out: str | Path, config: TrainConfig | None = None, *, log: Callable[[str], None] | None = None
+) -> Path:
+    """Train the tokenizer and the model and save both under ``out``.
+
+    Args:
+        out: Output directory (created).
+        config: Settings (default :class:`TrainConfig`).
+        log: Receives progress lines (default: this module's logger).
+
+    Returns:
+        The output directory.
+    """
+    config = config or TrainConfig()
+    emit = log or logger.info
+    torch.set_num_threads(config.threads)
+    random.seed(config.seed)
+    world = generate_world(config.seed)
+    questions = evaluation_questions(world)
+    tokenizer = build_tokenizer(world)
+    vocab = len(tokenizer)  # type: ignore[arg-type]
+    model = build_model(config, vocab)
+    params = sum(p.numel() for p in model.parameters())
+    emit(f"vocabulary {vocab}, parameters {params:,}, config {asdict(config)}")
+    mix = ExampleMix(world, seed=config.seed)
+    batch_rng, pad = random.Random(config.seed), SPECIAL_TOKENS.index("<pad>")
+    next_batch = _batches(mix, tokenizer, config.batch_size, batch_rng, pad)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "norm" not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "norm" not in n)]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": config.weight_decay},
+            {"params": rest, "weight_decay": 0.0},
+        ],
+        lr=config.learning_rate,
+        betas=(0.9, 0.98),
+    )
+
+    def rate(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
+        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    model.train()
+    start = time.time()
+    running = math.inf
+    mix.max_distractors = 1
+    mix.weights = dict(COPY_PHASE_WEIGHTS)
+    copying = True
+    for step in range(1, config.steps + 1):
+        if copying and (step > config.copy_steps or running < config.copy_loss):
+            copying = False
+            emit(f"step {step} copy phase over (loss {running:.3f})")
+            mix.weights = dict(ExampleMix.DEFAULT_WEIGHTS)
+            next_batch = _batches(mix, tokenizer, config.batch_size, batch_rng, pad)
+        if step > config.easy_fraction * config.steps:
+            mix.max_distractors = 3
+        ids, labels, mask = next_batch()
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        running = float(loss.detach()) if step == 1 else 0.9 * running + 0.1 * float(loss.detach())
+        if step % 50 == 0:
+            emit(f"step {step} loss {running:.3f} ({time.time() - start:.0f}s)")
+        if config.eval_every and step % config.eval_every == 0:
+            scores, samples = probe(model, tokenizer, world, questions, config.eval_size)
+            shown = " ".join(f"{k} {v:.2f}" for k, v in scores.items())
+            emit(f"step {step} probe {shown} ({time.time() - start:.0f}s)")
+            for sample in samples:
+                emit(f"  {sample}")
+            save(copy.deepcopy(model), tokenizer, Path(out) / "checkpoint")
+    return save(model, tokenizer, out)
+
+
+def save(model: torch.nn.Module, tokenizer: object, out: str | Path) -> Path:
+    """Save float16 weights, the tokenizer and a generation config that stops at EOS.
+
+    Args:
+        model: Trained model.
+        tokenizer: Its tokenizer.
+        out: Directory.
+
+    Returns:
+        The directory.
+    """
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    eos, pad = SPECIAL_TOKENS.index("</s>"), SPECIAL_TOKENS.index("<pad>")
+    model.generation_config.eos_token_id = [eos, SPECIAL_TOKENS.index("<|im_end|>")]  # type: ignore[union-attr]
+    model.generation_config.pad_token_id = pad  # type: ignore[union-attr]
+    model.to(torch.float16).save_pretrained(path)  # type: ignore[operator]
+    tokenizer.save_pretrained(path)  # type: ignore[attr-defined]
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m langchain_adaptive_rag.toyworld.train --out DIR [--quick]``.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        Exit status.
+    """
+    parser = argparse.ArgumentParser(description="Train the toy-world model.")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--quick", action="store_true", help="reduced run (about a minute)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of world, data and weights")
+    parser.add_argument("--steps", type=int, default=None, help="override the number of steps")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    config = TrainConfig.quick() if args.quick else TrainConfig()
+    config = replace(config, seed=args.seed)
+    if args.steps is not None:
+        config = replace(config, steps=args.steps)
+    path = train(args.out, config)
+    logger.info("saved %s", path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""The toy world: a deterministic world, honest known/unknown split, a loadable model."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.prompts import build_prompt, extract_answer
+from langchain_adaptive_rag.toyworld import (
+    PRACTICE_POOLS,
+    TOY_MODEL_PATH,
+    TOY_PROMPTS,
+    WORLD_POOLS,
+    build_corpus,
+    evaluation_questions,
+    generate_world,
+    load_toy_model,
+    toy_questions,
+    toy_retriever,
+    training_questions,
+)
+from langchain_adaptive_rag.toyworld.corpus import birth_sentence, director_sentence
+from langchain_adaptive_rag.toyworld.data import ExampleMix, knowledge_text, qa_example
+
+
+@pytest.fixture(scope="module")
+def world():
+    return generate_world(0)
+
+
+@pytest.fixture(scope="module")
+def training_text(world) -> str:
+    mix = ExampleMix(world, seed=0)
+    return "\n".join(e.prompt + e.target for e in (mix.sample() for _ in range(4000)))
+
+
+def test_same_seed_same_world() -> None:
+    assert generate_world(3) == generate_world(3)
+    assert generate_world(3) != generate_world(4)
+    assert [d.page_content for d in build_corpus(generate_world(3))] == [
+        d.page_content for d in build_corpus(generate_world(3))
+    ]
+
+
+def test_question_categories(world) -> None:
+    questions = evaluation_questions(world)
+    counts = Counter((q.type, q.category) for q in questions)
+    for kind in ("compositional", "comparison", "inference"):
+        for category in ("known", "known_first_unknown_second", "unknown"):
+            assert counts[kind, category] > 0, (kind, category)
+    for q in questions:
+        assert q.gold_text.endswith(f"So the answer is {q.answer}.")
+        assert q.category == (
+            "known"
+            if all(q.hops_known)
+            else ("known_first_unknown_second" if q.hops_known[0] else "unknown")
+        )
+    assert len({q.id for q in questions}) == len(questions)
+    assert all(q.answer_known for q in training_questions(world))
+    assert not {q.id for q in questions} & {q.id for q in training_questions(world)}
+
+
+def test_reasoning_steps_are_corpus_sentences(world) -> None:
+    passages = {d.id: d.page_content for d in build_corpus(world)}
+    for q in evaluation_questions(world):
+        for step, doc_id in zip(q.steps, q.supporting_ids, strict=True):
+            assert step in passages[doc_id]
+
+
+def test_corpus_contains_every_unknown_fact(world) -> None:
+    text = "\n".join(d.page_content for d in build_corpus(world))
+    for person in world.people:
+        assert birth_sentence(person) in text
+    for film in world.films:
+        assert director_sentence(film, world.director(film)) in text
+    assert any(not p.known for p in world.people) and any(not f.known for f in world.films)
+
+
+def test_known_facts_trained_unknown_never(world, training_text: str) -> None:
+    knowledge = knowledge_text(world)
+    for film in world.films:
+        sentence = director_sentence(film, world.director(film))
+        if film.known:
+            assert sentence in knowledge
+        else:
+            for text in (knowledge, training_text):
+                assert f"film {film.title} was directed" not in text
+    for person in world.people:
+        if person.known:
+            assert birth_sentence(person) in knowledge
+        else:
+            for text in (knowledge, training_text):
+                assert f"{person.name} was born in" not in text
+                assert f"The father of {person.name} was" not in text
+    # The stream shows the known facts (a sample of it already holds most of them).
+    shown = sum(birth_sentence(p) in training_text for p in world.people if p.known)
+    assert shown > 0.5 * len(world.known_people)
+
+
+def test_practice_entities_disjoint_from_world(world) -> None:
+    assert not set(WORLD_POOLS.words()) & set(PRACTICE_POOLS.words())
+    mix = ExampleMix(world, seed=1)
+    names = world.names()
+    seen = 0
+    for _ in range(400):
+        if mix.sample().kind.startswith("practice"):
+            practice, passages = mix._practice_world()
+            for q in practice:
+                words = re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)?", q.question)
+                assert not set(words) & names, q.question
+            seen += len(passages)
+    assert seen > 0
+
+
+def test_prompt_format_matches_build_prompt(world) -> None:
+    q = evaluation_questions(world)[0]
+    example = qa_example(q, ["A passage."], accepted_steps=1)
+    prefix = f" {q.steps[0]}"
+    assert example.prompt == build_prompt(
+        TOY_PROMPTS, q.question, prefix, [{"id": "ctx-0", "text": "A passage."}]
+    )
+    assert (example.prompt + example.target).endswith(f"{q.gold_text}\n")
+
+
+@pytest.mark.slow
+def test_quick_training_run_produces_a_loadable_model(tmp_path: Path) -> None:
+    out = tmp_path / "toy"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "langchain_adaptive_rag.toyworld.train",
+            "--out",
+            str(out),
+            "--quick",
+        ],
+        check=True,
+        timeout=600,
+    )
+    chat = ChatTransformers(model=str(out), attn_implementation="eager", max_new_tokens=8)
+    trace = chat.generate_trace("Question: Who directed the film Lost Tower?\nAnswer:")[0]
+    assert trace.num_tokens >= 1
+
+
+def test_shipped_model_answers_a_known_question() -> None:
+    assert (TOY_MODEL_PATH / "model.safetensors").exists()
+    model = load_toy_model()
+    assert model.attention_available
+    known = [q for q in toy_questions() if q.category == "known" and q.type == "compositional"]
+    answers = [
+        extract_answer(
+            model.generate_trace(
+                build_prompt(TOY_PROMPTS, q.question), max_new_tokens=48, stop=("\n",)
+            )[0].text
+        )
+        for q in known[:5]
+    ]
+    assert sum(a == q.answer for a, q in zip(answers, known, strict=False)) >= 1, answers
+    assert len(toy_retriever(k=3).invoke(known[0].question)) == 3
