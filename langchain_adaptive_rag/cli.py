@@ -5,14 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.chat_models import ChatTransformers
+from langchain_adaptive_rag.evaluation.cli import add_eval_commands
 from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
+
+if TYPE_CHECKING:
+    from langchain_adaptive_rag.toyworld.comparison import QuestionResult
 
 __all__ = ["main"]
 
@@ -47,6 +54,91 @@ def _signal_table(trace: GenerationTrace) -> str:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    """The toy world: every method on balanced toy questions, then one DRAGIN trace."""
+    from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
+    from langchain_adaptive_rag.toyworld.comparison import (
+        demo_questions,
+        format_comparison,
+        format_trace,
+        run_method,
+    )
+
+    methods = args.methods.split(",") if args.methods else list(AVAILABLE_METHODS)
+    unknown = sorted(set(methods) - set(AVAILABLE_METHODS))
+    if unknown:
+        print(f"Unknown method(s) {unknown}; expected some of {list(AVAILABLE_METHODS)}.")
+        return 2
+    model = load_toy_model(args.model)
+    retriever = toy_retriever()
+    questions = demo_questions(toy_questions(), per_category=args.per_category)
+    print(
+        f"Toy world: {len(questions)} questions ({args.per_category} known, "
+        f"{args.per_category} known-then-unknown, {args.per_category} unknown), "
+        f"{len(methods)} methods, model {model.model_name}\n"
+    )
+    results = {}
+    for method in methods:
+        results[method] = run_method(model, retriever, method, questions)  # type: ignore[arg-type]
+        print(f"  {method:<13} done in {sum(r.seconds for r in results[method]):.1f} s")
+    print("\n" + format_comparison(results) + "\n")
+    by_id = {q.id: q for q in questions}
+    traced = _pick_trace(results["dragin"] if "dragin" in results else results[methods[0]])
+    if "dragin" in results:
+        print("DRAGIN trace (RIND decides when, QFS decides what):")
+        print(format_trace(by_id[traced.question_id], traced))
+    if args.html:
+        _write_report(
+            Path(args.html), model, retriever, by_id[traced.question_id].question, results
+        )
+    return 0
+
+
+def _write_report(
+    path: Path,
+    model: ChatTransformers,
+    retriever: BaseRetriever,
+    question: str,
+    results: Mapping[str, Sequence[QuestionResult]],
+) -> None:
+    """Record the traced question with the adaptive methods and write an HTML report."""
+    from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
+    from langchain_adaptive_rag.toyworld import TOY_PROMPTS
+    from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, format_comparison
+    from langchain_adaptive_rag.visualize import record_run, report_html
+
+    wanted: tuple[Method, ...] = ("dragin", "flare", "seakr", "fix_sentence")
+    shown = [m for m in wanted if m in results]
+    graphs = {
+        m: create_adaptive_rag_graph(
+            model, retriever, m, config=TOY_CONFIGS[m], prompts=TOY_PROMPTS
+        )
+        for m in shown
+    }
+    records = [
+        record_run(graph, question, attention_model=model if m == "dragin" else None)
+        for m, graph in graphs.items()
+    ]
+    page = report_html(
+        records,
+        title="Adaptive RAG on the toy world",
+        summary_table_markdown=format_comparison(results),
+        graphs={m: graphs[m] for m in shown[:1]},
+    )
+    path.write_text(page, encoding="utf-8")
+    print(f"\nReport written to {path} ({len(records)} recorded runs of {question!r}).")
+
+
+def _pick_trace(results: Sequence[QuestionResult]) -> QuestionResult:
+    """A known-then-unknown question DRAGIN retrieved for (preferably answered right)."""
+
+    def rank(r: QuestionResult) -> tuple[bool, bool, bool]:
+        return (r.category == "known_first_unknown_second", bool(r.events), r.em == 1.0)
+
+    return max(results, key=rank)
+
+
+def _signals(args: argparse.Namespace) -> int:
+    """Signals of one generation with any model, then a DRAGIN run over four passages."""
     model_path = args.model or str(_demo_model_dir())
     print(f"Loading {model_path} (eager attention) ...")
     chat = ChatTransformers(
@@ -73,8 +165,9 @@ def _demo(args: argparse.Namespace) -> int:
     _graph_demo(chat, args.max_new_tokens)
     if args.model is None:
         print(
-            "\nThe demo model is a tiny randomly initialised Llama built locally: its words "
-            "are noise, its signals are real. Pass --model PATH for a model of your own."
+            "\nThe model is a tiny randomly initialised Llama built locally: its words are "
+            "noise, its signals are real. Pass --model PATH for a model of your own; "
+            "`adaptive-rag demo` runs the trained toy model."
         )
     return 0
 
@@ -114,6 +207,36 @@ def _graph_demo(chat: ChatTransformers, budget: int) -> None:
         )
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="adaptive-rag", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser(
+        "demo", help="every method on the toy world: comparison table and a DRAGIN trace"
+    )
+    demo.add_argument(
+        "--methods", help=f"comma-separated subset of {','.join(AVAILABLE_METHODS)} (default: all)"
+    )
+    demo.add_argument(
+        "--per-category", type=int, default=4, help="questions per category (default 4)"
+    )
+    demo.add_argument(
+        "--model", help="a toy model directory from toyworld.train (default: the shipped one)"
+    )
+    demo.add_argument(
+        "--html", metavar="FILE", help="also write an HTML report of the decisions to FILE"
+    )
+    signals = commands.add_parser(
+        "signals", help="generate with any model and show its per-word signals"
+    )
+    signals.add_argument(
+        "--model", help="hub id or local model directory (default: a tiny random Llama)"
+    )
+    signals.add_argument("--prompt", default=DEMO_PROMPT, help="completion prompt")
+    signals.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate")
+    add_eval_commands(commands)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
@@ -123,15 +246,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status.
     """
-    parser = argparse.ArgumentParser(prog="adaptive-rag", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="generate with ChatTransformers and show its signals")
-    demo.add_argument("--model", help="hub id or local model directory (default: a tiny model)")
-    demo.add_argument("--prompt", default=DEMO_PROMPT, help="completion prompt")
-    demo.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate")
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "signals":
+        return _signals(args)
+    handler = getattr(args, "handler", None)
+    if handler is not None:
+        status: int = handler(args)
+        return status
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover
     return 2  # pragma: no cover
 

@@ -1,4 +1,4 @@
-"""The demo command runs on a tiny local model and prints its signals."""
+"""The command line: the signals of any model, and the toy-world demo."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from langchain_adaptive_rag.cli import main
 
 
-def test_demo_prints_word_signals(llama_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--model", str(llama_dir), "--max-new-tokens", "6"]) == 0
+def test_signals_prints_word_signals(llama_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["signals", "--model", str(llama_dir), "--max-new-tokens", "6"]) == 0
     out = capsys.readouterr().out
     assert "Generated 6 tokens (length)" in out
     header = next(line for line in out.splitlines() if line.startswith("word"))
@@ -18,3 +18,22 @@ def test_demo_prints_word_signals(llama_dir: Path, capsys: pytest.CaptureFixture
     assert "Hidden state at layer 1: 64 features" in out
     assert "DRAGIN graph, question 'When was the director of film Blue Harbour born?'" in out
     assert "retrievals," in out
+
+
+def test_demo_runs_the_toy_world(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "report.html"
+    args = ["demo", "--methods", "no_retrieval,dragin", "--per-category", "1", "--html"]
+    assert main([*args, str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "| method | EM | F1 |" in out
+    assert "| no_retrieval |" in out and "| dragin |" in out
+    assert "DRAGIN trace (RIND decides when, QFS decides what):" in out
+    assert "Answer: " in out and "Gold: " in out
+    page = report.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+    assert "dragin" in page
+
+
+def test_demo_rejects_an_unknown_method(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--methods", "dragin,magic"]) == 2
+    assert "Unknown method(s) ['magic']" in capsys.readouterr().out

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from langchain_adaptive_rag.evaluation.cli import add_eval_commands
+from langchain_adaptive_rag.cli import main
 
 HOTPOT = [
     {
@@ -51,11 +50,7 @@ HOTPOT = [
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="adaptive-rag")
-    add_eval_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    status: int = args.handler(args)
-    return status
+    return main(argv)  # the installed ``adaptive-rag`` entry point
 
 
 def test_eval_resume_compare_and_calibrate(
