@@ -12,6 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import create_fix_sentence_graph
 from langchain_adaptive_rag.graphs.flare import create_flare_graph
@@ -294,3 +295,25 @@ def test_graph_pictures_offline(tmp_path: Path) -> None:
 def test_scores_are_finite_or_none(seakr_record: RunRecord) -> None:
     values = [t.uncertainty for r in seakr_record.rounds for t in r.tokens]
     assert all(v is None or math.isfinite(v) for v in values)
+
+
+NODES = (
+    "draft",
+    "score_need",
+    "formulate_query",
+    "retrieve",
+    "rerank",
+    "continue_generation",
+    "finalize",
+)
+
+
+@pytest.mark.parametrize("method", AVAILABLE_METHODS)
+def test_every_method_is_drawn_offline(method: str, tmp_path: Path) -> None:
+    graph = create_adaptive_rag_graph(FakeTraceModel([]), RecordingRetriever(), method)  # type: ignore[arg-type]
+    png = draw_graph(graph, tmp_path / f"{method}.png")
+    svg = draw_graph(graph, tmp_path / f"{method}.svg").read_text(encoding="utf-8")
+    mermaid = draw_graph(graph, tmp_path / f"{method}.mmd").read_text(encoding="utf-8")
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 20_000
+    for node in NODES:
+        assert node in svg and node in mermaid
