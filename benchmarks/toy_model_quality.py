@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.evaluation.metrics import exact_match
 from langchain_adaptive_rag.prompts import build_prompt, extract_answer
 from langchain_adaptive_rag.state import RetrievedDoc
 from langchain_adaptive_rag.toyworld import (
@@ -48,7 +49,7 @@ class Result:
 
     @property
     def correct(self) -> bool:
-        return self.answer == self.question.answer
+        return exact_match(self.answer or "", self.question.answer) == 1.0
 
 
 def run(
