@@ -357,9 +357,14 @@ class SeaKRPolicy(Policy):
         """Self-aware reasoning: the rationale's answer or the documents' answer, lower ``U``."""
         text = state.get("text", "")
         marker = ctx.prompts.answer_marker
+        forced = ctx.prompts.forced_answer
         cut = text.lower().rfind(marker)
         rationale = text[:cut].rstrip() if cut >= 0 else text
-        forced = ctx.prompts.forced_answer
+        # The words the forced answer puts before the marker ("So") leave the rationale
+        # too, or the prompt would read "... So So the answer is".
+        lead = forced[: max(0, forced.lower().find(marker))].strip()
+        if cut >= 0 and lead and rationale.lower().endswith(lead.lower()):
+            rationale = rationale[: len(rationale) - len(lead)].rstrip()
         candidates: list[tuple[str, str, Sequence[RetrievedDoc]]] = [
             ("rationale", rationale + forced, ())
         ]

@@ -77,6 +77,10 @@ def test_seakr_full_run() -> None:
     # self-aware reasoning: the rationale's answer (lower U) beats the documents' answer
     assert result["answer"] == "1931"
     assert str(model.calls[-1]["prompt"]).startswith("Context:\n[1] " + PASSAGES[1])
+    # the rationale is cut before its own "So the answer is", then forced once
+    rationale_prompt = str(model.calls[-2]["prompt"])
+    assert rationale_prompt.endswith("directed by Anna Berg. So the answer is ")
+    assert "So So" not in rationale_prompt
     assert result["counts"]["llm_calls"] == 7 * 3
 
 
