@@ -47,8 +47,11 @@ __all__ = [
     "tokenizer_text",
 ]
 
-TOY_PROMPTS = QAPrompts(exemplars=())
-"""Prompts of the toy world: the shared format without exemplars (short prompts)."""
+TOY_PROMPTS = QAPrompts(exemplars=(), forced_answer=" So the answer is")
+"""Prompts of the toy world: the shared format without exemplars (short prompts). A forced
+answer ends at "is" without the reference code's trailing space: the toy tokenizer's
+answers are single tokens that carry their leading space (" 1902"), so a prompt ending in
+a space asks for a token the model never saw there."""
 
 PRACTICE_SIZES = WorldSizes(
     known_films=12,

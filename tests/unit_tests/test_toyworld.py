@@ -163,3 +163,13 @@ def test_shipped_model_answers_a_known_question() -> None:
     ]
     assert sum(a == q.answer for a, q in zip(answers, known, strict=False)) >= 1, answers
     assert len(toy_retriever(k=3).invoke(known[0].question)) == 3
+
+
+def test_forced_answer_leaves_the_answer_token_its_leading_space() -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(TOY_MODEL_PATH))
+    forced = "Answer: The film was directed by Anna Berg." + TOY_PROMPTS.forced_answer
+    # a forced answer is continued by the trained form of the answer: one token " 1902"
+    assert tokenizer.tokenize(forced + " 1902") == [*tokenizer.tokenize(forced), "Ġ1902"]
+    assert not TOY_PROMPTS.forced_answer.endswith(" ")

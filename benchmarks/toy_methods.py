@@ -1,0 +1,168 @@
+"""Every method on the toy world through the evaluation harness, thresholds calibrated.
+
+1. The 230 toy questions become evaluation examples (``toy_examples``) and are split
+   into dev and test with each category's share kept (``split_dev_test``, seed 0).
+2. On dev, the thresholds of FLARE (``theta``), DRAGIN (``theta``) and SeaKR (``delta``)
+   are swept with ``calibrate_threshold`` and one value is chosen by the stated rule
+   (``choose_threshold``: best F1, ties to fewer retrievals); the curves are printed.
+3. On test, every method runs with ``evaluate_method`` (its own resumable run directory),
+   the calibrated methods with their chosen value, the others with ``TOY_CONFIGS``, and
+   one table compares them: EM, F1, EM per category, retrievals, LLM calls, tokens and
+   seconds per question.
+
+Every run writes as it goes under ``--out``: run the command again and it resumes.
+
+Run:
+    python benchmarks/toy_methods.py [--out runs/toy] [--dev-limit N] [--test-limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method, summarize
+from langchain_adaptive_rag.evaluation.calibration import (
+    THRESHOLD_FIELDS,
+    calibrate_threshold,
+    choose_threshold,
+)
+from langchain_adaptive_rag.evaluation.datasets import Example
+from langchain_adaptive_rag.evaluation.results import read_results
+from langchain_adaptive_rag.toyworld import (
+    TOY_PROMPTS,
+    load_toy_model,
+    toy_corpus,
+    toy_questions,
+    toy_retriever,
+)
+from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
+from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
+
+SWEEPS: dict[str, tuple[float, ...]] = {
+    "flare": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
+    "dragin": (0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+    "seakr": (-8.0, -6.0, -5.0, -4.0, -3.0),
+}
+"""Candidate thresholds per calibrated method."""
+
+METHODS = (
+    "no_retrieval",
+    "single_round",
+    "fix_length",
+    "fix_sentence",
+    "flare",
+    "dragin",
+    "seakr",
+    "vanilla",
+    "ta_are",
+)
+CATEGORIES = ("known", "known_first_unknown_second", "unknown")
+
+
+def _balanced(examples: Sequence[Example], limit: int) -> list[Example]:
+    """The first ``limit`` examples taking categories in turn (all when ``limit`` is 0)."""
+    if not limit:
+        return list(examples)
+    by_category = {c: [e for e in examples if e.extra["category"] == c] for c in CATEGORIES}
+    chosen: list[Example] = []
+    while len(chosen) < limit and any(by_category.values()):
+        for items in by_category.values():
+            if items and len(chosen) < limit:
+                chosen.append(items.pop(0))
+    return chosen
+
+
+def _em_by_category(run_dir: Path, examples: Sequence[Example]) -> dict[str, float]:
+    category = {e.id: str(e.extra["category"]) for e in examples}
+    scores: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    for record in read_results(run_dir):
+        metrics = record.get("metrics") or {}
+        em = float(metrics.get("em", 0.0)) if isinstance(metrics, dict) else 0.0
+        scores[category[str(record["id"])]].append(em)
+    return {c: sum(v) / len(v) for c, v in scores.items() if v}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/toy", help="directory of every run (resumable)")
+    parser.add_argument("--dev-limit", type=int, default=0, help="dev questions (0: all)")
+    parser.add_argument("--test-limit", type=int, default=0, help="test questions (0: all)")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    out = Path(args.out)
+    model = load_toy_model()
+    retriever = toy_retriever(k=3)
+    dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
+    dev, test = _balanced(dev, args.dev_limit), _balanced(test, args.test_limit)
+    settings = RunSettings(method="dragin", dataset="toyworld", model="toy model (shipped)")
+    print(f"toy world: {len(dev)} dev and {len(test)} test questions, BM25 top-3\n")
+
+    chosen: dict[str, float] = {}
+    for method, values in SWEEPS.items():
+        start = time.time()
+        points = calibrate_threshold(
+            method,  # type: ignore[arg-type]
+            dev,
+            model,
+            retriever,
+            values,
+            out_dir=out / "calibration" / method,
+            config=TOY_CONFIGS[method],
+            prompts=TOY_PROMPTS,
+            settings=settings,
+        )
+        best = choose_threshold(points)
+        chosen[method] = best.threshold
+        name = THRESHOLD_FIELDS[method]
+        print(f"{method} {name} on dev ({time.time() - start:.0f}s): chosen {best.threshold:g}")
+        print(f"| {name} | EM | F1 | retrievals/q |")
+        print("|---:|---:|---:|---:|")
+        for p in points:
+            mark = " *" if p.threshold == best.threshold else ""
+            print(
+                f"| {p.threshold:g}{mark} | {p.em:.3f} | {p.f1:.3f} | "
+                f"{p.retrievals_per_question:.2f} |"
+            )
+        print()
+
+    print(f"every method on test ({len(test)} questions):\n")
+    header = (
+        "| method | EM | F1 | EM known | EM known-then-unknown | EM unknown | "
+        "retrievals/q | LLM calls/q | tokens/q | s/q |"
+    )
+    print(header)
+    print("|---|" + "---:|" * 9)
+    for method in METHODS:
+        config = TOY_CONFIGS[method]
+        if method in chosen:
+            config = dataclasses.replace(config, **{THRESHOLD_FIELDS[method]: chosen[method]})  # type: ignore[arg-type]
+        run_dir = out / "test" / method
+        evaluate_method(
+            model,
+            retriever,
+            method,  # type: ignore[arg-type]
+            test,
+            run_dir,
+            config=config,
+            prompts=TOY_PROMPTS,
+            settings=settings,
+            progress=False,
+        )
+        row = summarize(run_dir)
+        by_category = _em_by_category(run_dir, test)
+        cells = [f"{by_category.get(c, float('nan')):.3f}" for c in CATEGORIES]
+        print(
+            f"| {method} | {row['em']:.3f} | {row['f1']:.3f} | {' | '.join(cells)} | "
+            f"{row['retrievals_per_q']:.2f} | {row['llm_calls_per_q']:.1f} | "
+            f"{row['tokens_per_q']:.0f} | {row['seconds_per_q']:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
