@@ -23,6 +23,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 import torch
 
@@ -34,6 +35,7 @@ from langchain_adaptive_rag.evaluation.calibration import (
 )
 from langchain_adaptive_rag.evaluation.datasets import Example
 from langchain_adaptive_rag.evaluation.results import read_results
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
     load_toy_model,
@@ -43,6 +45,7 @@ from langchain_adaptive_rag.toyworld import (
 )
 from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
 from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
+from langchain_adaptive_rag.toyworld.questions import QuestionCategory
 
 SWEEPS: dict[str, tuple[float, ...]] = {
     "flare": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
@@ -51,18 +54,7 @@ SWEEPS: dict[str, tuple[float, ...]] = {
 }
 """Candidate thresholds per calibrated method."""
 
-METHODS = (
-    "no_retrieval",
-    "single_round",
-    "fix_length",
-    "fix_sentence",
-    "flare",
-    "dragin",
-    "seakr",
-    "vanilla",
-    "ta_are",
-)
-CATEGORIES = ("known", "known_first_unknown_second", "unknown")
+CATEGORIES: tuple[str, ...] = get_args(QuestionCategory)
 
 
 def _balanced(examples: Sequence[Example], limit: int) -> list[Example]:
@@ -138,7 +130,7 @@ def main() -> None:
     )
     print(header)
     print("|---|" + "---:|" * 9)
-    for method in METHODS:
+    for method in AVAILABLE_METHODS:
         config = TOY_CONFIGS[method]
         if method in chosen:
             config = dataclasses.replace(config, **{THRESHOLD_FIELDS[method]: chosen[method]})  # type: ignore[arg-type]
