@@ -2,11 +2,13 @@
 
 Every question example is ``build_prompt(TOY_PROMPTS, question, prefix, docs)`` followed
 by the rest of the gold answer and a newline; only the answer tokens are trained. The mix
-(:class:`ExampleMix`) combines closed-book questions over known facts, known passages as
+(:class:`ExampleMix`) combines closed-book questions over known facts (the evaluated
+question forms are taught on training-only films and family lines), known passages as
 plain text, known questions over context (sometimes a context that contradicts memory:
-the context wins), reading practice over fresh entities from disjoint pools, practice
-that continues an accepted first step with passages about later steps only, and the
-"[Yes]"/"[No]" retrieval decision. Unknown facts never enter it.
+the context wins), reading practice over fresh entities from disjoint pools, grandfather
+practice with the whole family line in context, practice that continues an accepted first
+step with passages about later steps only, and the "[Yes]"/"[No]" retrieval decision.
+Unknown facts never enter it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ PRACTICE_SIZES = WorldSizes(
     unknown_fathers=0,
     unknown_children=0,
     extra_people=6,
+    training_films=0,
+    training_lines=0,
 )
 """Size of one fresh practice world."""
 
@@ -182,8 +186,9 @@ class ExampleMix:
         "known_context": 0.12,
         "practice": 0.28,
         "practice_continue": 0.10,
+        "practice_family": 0.05,
         "decision": 0.03,
-        "copy": 0.12,
+        "copy": 0.07,
     }
     """Shares of the example kinds."""
 
@@ -205,6 +210,8 @@ class ExampleMix:
         self.known_ids = sorted(self.known_passages)
         self._practice_seed = seed * 1_000_003 + 17
         self._practice: list[tuple[list[ToyQuestion], dict[str, str]]] = []
+        self._families: dict[str, tuple[str, ...]] = {}
+        """Practice grandfather question id -> ids of its line's three people."""
         self._reserved = world.names()
         self.max_distractors = 3
         """Upper bound on distractor passages (a curriculum may raise it over time)."""
@@ -231,6 +238,11 @@ class ExampleMix:
             )
             passages = {d.id or "": d.page_content for d in build_corpus(practice)}
             self._practice = [(list(iter_questions(practice)), passages)]
+            self._families = {
+                f"{person_id}-paternal-grandfather": line
+                for line in practice.lines
+                for person_id in line[:2]
+            }
         return self._practice[0]
 
     def _context(
@@ -301,9 +313,16 @@ class ExampleMix:
         if kind == "practice":
             question = rng.choice(practice)
             gold = [passages[i] for i in dict.fromkeys(question.supporting_ids)]
-            return qa_example(
-                question, self._context(gold, passages, question.supporting_ids), kind=kind
-            )
+            context = self._context(gold, passages, question.supporting_ids)
+            return qa_example(question, context, kind=kind)
+        if kind == "practice_family":
+            question = rng.choice([q for q in practice if q.id in self._families])
+            line = self._families[question.id]
+            gold = [passages[i] for i in question.supporting_ids]
+            kin = [passages[i] for i in line if i not in question.supporting_ids]
+            context = self._context(gold, passages, line)
+            context.insert(rng.randint(0, len(context)), kin[0])
+            return qa_example(question, context, kind=kind)
         question = rng.choice([q for q in practice if len(q.steps) > 1])
         later = [passages[i] for i in dict.fromkeys(question.supporting_ids[1:])]
         context = self._context(later, passages, question.supporting_ids)

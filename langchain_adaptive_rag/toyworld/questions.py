@@ -17,7 +17,7 @@ hop is unknown already).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -166,10 +166,12 @@ def _single_hops(world: ToyWorld, person: Person) -> Iterator[ToyQuestion]:
     )  # fmt: skip
 
 
-def _pairs(world: ToyWorld, rng: random.Random, count: int, kind: str) -> list[ToyQuestion]:
+def _pairs(
+    people: Sequence[Person], rng: random.Random, count: int, kind: str
+) -> list[ToyQuestion]:
     """``count`` comparison questions of one category over people of distinct years."""
-    known = [p for p in world.people if p.known]
-    unknown = [p for p in world.people if not p.known]
+    known = [p for p in people if p.known]
+    unknown = [p for p in people if not p.known]
     result: list[ToyQuestion] = []
     seen: set[tuple[str, str]] = set()
     while len(result) < count:
@@ -202,22 +204,25 @@ def evaluation_questions(
     Returns:
         The questions, in a fixed order.
     """
-    questions = [compositional_question(world, film, "when") for film in world.films]
+    questions = [compositional_question(world, film, "when") for film in world.evaluated_films]
     for child_id, father_id, _ in world.lines:
         questions.append(grandfather_question(world.person(child_id), world.person(father_id)))
     rng = random.Random(world.seed + 1)
     for kind in ("known", "known_first_unknown_second", "unknown"):
-        questions.extend(_pairs(world, rng, comparisons_per_category, kind))
+        questions.extend(_pairs(world.evaluated_people, rng, comparisons_per_category, kind))
     return questions
 
 
 def training_questions(world: ToyWorld, *, comparisons: int = 150) -> list[ToyQuestion]:
     """Questions over known facts only, disjoint from :func:`evaluation_questions`.
 
-    "Where was the director of film X born?", single-hop questions about every known
-    person's birth, every known film's director and the fathers in family lines, grandfather
-    questions about the fathers of family lines, and comparisons of known people that the
-    evaluation set does not ask.
+    "Where was the director of film X born?" (and "When ...?" about the training-only
+    films), single-hop questions about every known person's birth, every known film's
+    director and the fathers in family lines, grandfather questions about the training-only
+    family lines (children and fathers), and comparisons of known people that the
+    evaluation set does not ask. No grandfather question about an evaluated line is
+    trained: one about its father would teach the line's family name a shortcut to an
+    answer.
 
     Args:
         world: The world.
@@ -243,15 +248,19 @@ def training_questions(world: ToyWorld, *, comparisons: int = 150) -> list[ToyQu
                 )
             )
             questions.append(compositional_question(world, film, "where"))
-    in_lines = {person_id for line in world.lines for person_id in line}
+            if film.training_only:
+                questions.append(compositional_question(world, film, "when"))
+    all_lines = world.lines + world.training_lines
+    in_lines = {person_id for line in all_lines for person_id in line}
     for person in world.people:
         skip = ("-mother",) if person.id in in_lines else ("-mother", "-father")
         questions.extend(q for q in _single_hops(world, person) if not q.id.endswith(skip))
-    for _, father_id, grandfather_id in world.lines:
+    for child_id, father_id, grandfather_id in world.training_lines:
         father, grandfather = world.person(father_id), world.person(grandfather_id)
+        questions.append(grandfather_question(world.person(child_id), father))
         questions.append(grandfather_question(father, grandfather))
     rng = random.Random(world.seed + 2)
-    for question in _pairs(world, rng, comparisons + len(held_out), "known"):
+    for question in _pairs(world.people, rng, comparisons + len(held_out), "known"):
         questions.append(question)
     kept = [q for q in questions if q.answer_known and q.id not in held_out]
     comparison_ids = [q.id for q in kept if q.type == "comparison"][comparisons:]
@@ -278,7 +287,7 @@ def iter_questions(world: ToyWorld) -> Iterator[ToyQuestion]:
             (director_sentence(film, director),), director.name, "single_hop",
             (film.known,), (film.id,),
         )  # fmt: skip
-    for child_id, father_id, grandfather_id in world.lines:
+    for child_id, father_id, grandfather_id in world.lines + world.training_lines:
         father = world.person(father_id)
         yield grandfather_question(world.person(child_id), father)
         yield grandfather_question(father, world.person(grandfather_id))

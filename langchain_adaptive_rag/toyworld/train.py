@@ -70,8 +70,8 @@ class TrainConfig:
     """Final learning rate as a fraction of the peak (cosine decay)."""
     weight_decay: float = 0.01
     """AdamW weight decay."""
-    eval_every: int = 500
-    """Steps between held-out probes (0: never)."""
+    eval_every: int = 1000
+    """Steps between held-out probes (0: never); probes do not change the weights."""
     eval_size: int = 16
     """Questions per probe set."""
     threads: int = 2
@@ -220,6 +220,8 @@ def probe(
 ) -> tuple[dict[str, float], list[str]]:
     """Accuracy on held-out probes: closed-book known / unknown, reading, continuing.
 
+    Compositional questions, then grandfather questions (closed-book known, read unknown).
+
     Args:
         model: The model being trained.
         tokenizer: Its tokenizer.
@@ -235,6 +237,9 @@ def probe(
     known = [q for q in comp if q.category == "known"][:size]
     unknown = [q for q in comp if not q.answer_known][:size]
     second = [q for q in comp if q.category == "known_first_unknown_second"][:size]
+    family = [q for q in questions if q.type == "inference"]
+    family_known = [q for q in family if q.category == "known"][:size]
+    family_unknown = [q for q in family if not q.answer_known][:size]
     model.eval()
 
     samples: list[str] = []
@@ -253,6 +258,10 @@ def probe(
         "closed_unknown": accuracy([(q, qa_example(q)) for q in unknown]),
         "gold_unknown": accuracy(
             [(q, qa_example(q, [passages[i] for i in q.supporting_ids])) for q in unknown]
+        ),
+        "closed_grandfather": accuracy([(q, qa_example(q)) for q in family_known]),
+        "gold_grandfather": accuracy(
+            [(q, qa_example(q, [passages[i] for i in q.supporting_ids])) for q in family_unknown]
         ),
         "continue_second": accuracy(
             [(q, qa_example(q, [passages[q.supporting_ids[1]]], accepted_steps=1)) for q in second]

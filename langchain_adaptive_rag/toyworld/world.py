@@ -34,6 +34,9 @@ def _pairs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((a, b) for a, b in (item.split(":") for item in text.split()))
 
 
+Line = tuple[str, str, str]
+"""A paternal line: (child id, father id, grandfather id)."""
+
 YEARS: tuple[int, ...] = tuple(range(1840, 2001))
 """Every year a fact can mention (birth years and release years)."""
 
@@ -164,6 +167,8 @@ class Film:
     """Release year."""
     known: bool
     """Whether this film's facts are in the toy model's training text."""
+    training_only: bool = False
+    """Asked about in training only: the evaluation questions leave it out."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,12 @@ class WorldSizes:
     """Lines whose child is unknown (the first hop is unknown)."""
     extra_people: int = 20
     """People who appear in no question (distractors sharing names with others)."""
+    training_films: int = 20
+    """Known films with known directors that only training asks about: they teach the
+    closed-book form of the evaluated compositional question on other films."""
+    training_lines: int = 10
+    """Known family lines that only training asks grandfather questions about, each with a
+    family name no evaluated line has (where the pool allows)."""
 
     def __post_init__(self) -> None:
         if self.unknown_fathers + self.unknown_children > self.family_lines:
@@ -221,6 +232,8 @@ class ToyWorld:
     """Every city."""
     lines: tuple[tuple[str, str, str], ...]
     """Paternal lines as (child id, father id, grandfather id)."""
+    training_lines: tuple[tuple[str, str, str], ...] = ()
+    """Known paternal lines that only training asks about."""
     _by_id: dict[str, Person] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -238,6 +251,22 @@ class ToyWorld:
     def known_people(self) -> tuple[Person, ...]:
         """People whose facts are in the training text."""
         return tuple(p for p in self.people if p.known)
+
+    @property
+    def evaluated_films(self) -> tuple[Film, ...]:
+        """Films the evaluation questions ask about (not the training-only ones)."""
+        return tuple(f for f in self.films if not f.training_only)
+
+    @property
+    def evaluated_people(self) -> tuple[Person, ...]:
+        """People the evaluation questions may ask about.
+
+        Every person but the directors of the training-only films and the people of the
+        training-only lines.
+        """
+        left_out = {f.director for f in self.films if f.training_only}
+        left_out |= {person_id for line in self.training_lines for person_id in line}
+        return tuple(p for p in self.people if p.id not in left_out)
 
     @property
     def known_films(self) -> tuple[Film, ...]:
@@ -333,7 +362,8 @@ def generate_world(
         + [(True, False)] * size.known_films_unknown_director
         + [(False, False)] * size.unknown_films
     )
-    for film_known, director_known in film_kinds:
+
+    def film(known: bool, director_known: bool, training_only: bool = False) -> None:
         born = rng.randint(1880, 1960)
         director = add(namer.name(), born, DIRECTOR_JOB, director_known)
         films.append(
@@ -342,18 +372,23 @@ def generate_world(
                 title=namer.title(),
                 director=director.id,
                 year=min(2000, born + rng.randint(25, 45)),
-                known=film_known,
+                known=known,
+                training_only=training_only,
             )
         )
-    lines: list[tuple[str, str, str]] = []
-    for index in range(size.family_lines):
-        child_known = index >= size.unknown_children
-        father_known = child_known and index >= size.unknown_children + size.unknown_fathers
-        last = rng.choice(pools.last_names)
+
+    def line(
+        last: str, child_known: bool, father_known: bool, grandfather_known: bool | None
+    ) -> Line:
+        """Grandfather, father and child (a grandfather of unset ``known`` draws it)."""
         grandfather_name, father_name = namer.name(last), namer.name(last)
         grandfather_year = rng.randint(1840, 1890)
+        job = rng.choice(pools.jobs)
         grandfather = add(
-            grandfather_name, grandfather_year, rng.choice(pools.jobs), rng.random() < 0.5
+            grandfather_name,
+            grandfather_year,
+            job,
+            rng.random() < 0.5 if grandfather_known is None else grandfather_known,
         )
         father_year = grandfather_year + rng.randint(20, 40)
         father = add(
@@ -361,9 +396,32 @@ def generate_world(
         )
         child_year = min(2000, father_year + rng.randint(20, 40))
         child = add(namer.name(last), child_year, rng.choice(pools.jobs), child_known, father.name)
-        lines.append((child.id, father.id, grandfather.id))
+        return child.id, father.id, grandfather.id
+
+    for film_known, director_known in film_kinds:
+        film(film_known, director_known)
+    lines: list[Line] = []
+    for index in range(size.family_lines):
+        child_known = index >= size.unknown_children
+        father_known = child_known and index >= size.unknown_children + size.unknown_fathers
+        last = rng.choice(pools.last_names)
+        lines.append(line(last, child_known, father_known, None))
     for _ in range(size.extra_people):
         add(namer.name(), rng.randint(1850, 1970), rng.choice(pools.jobs), rng.random() < 0.5)
+    # Training-only entities come last, so the evaluated entities do not depend on them.
+    for _ in range(size.training_films):
+        film(True, True, training_only=True)
+    names = {person.id: person.name for person in people}
+    used = {names[child].split()[-1] for child, _, _ in lines}
+    fresh = [name for name in pools.last_names if name not in used]
+    families = rng.sample(fresh, min(len(fresh), size.training_lines))
+    families += rng.choices(pools.last_names, k=size.training_lines - len(families))
+    training_lines = [line(last, True, True, True) for last in families]
     return ToyWorld(
-        seed=seed, people=tuple(people), films=tuple(films), cities=cities, lines=tuple(lines)
+        seed=seed,
+        people=tuple(people),
+        films=tuple(films),
+        cities=cities,
+        lines=tuple(lines),
+        training_lines=tuple(training_lines),
     )

@@ -28,10 +28,12 @@ UNKNOWN = ("known_first_unknown_second", "unknown")
 NOT_YET = pytest.mark.xfail(
     strict=True,
     reason=(
-        "The shipped toy model answers 73% of known-fact questions closed-book (86% of the "
-        "compositional ones, none of the grandfather ones) and copies from a distractor "
-        "passage that shares a surname; README 'The toy world' has the numbers. Strict: "
-        "a better model makes this test pass and the marker must go."
+        "The shipped toy model answers comparison questions ('Who was born first?') at "
+        "chance and two thirds of the known grandfather questions, and with BM25 "
+        "passages it often copies from a near-namesake (the film 'Last Tower' for "
+        "'Lost Tower'); a single retrieval with the question cannot find a director's "
+        "passage. README 'The toy world' has the numbers. Strict: a better model makes "
+        "this test pass and the marker must go."
     ),
 )
 
@@ -89,7 +91,6 @@ def test_dragin_and_flare_retrieve_less_than_fixed_schedules(
             assert rate[adaptive] < rate[fixed], rate
 
 
-@NOT_YET
 def test_dragin_mostly_does_not_retrieve_on_known_facts(
     results: dict[str, list[QuestionResult]],
 ) -> None:

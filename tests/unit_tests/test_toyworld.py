@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from langchain_adaptive_rag.toyworld import (
     TOY_MODEL_PATH,
     TOY_PROMPTS,
     WORLD_POOLS,
+    WorldSizes,
     build_corpus,
     evaluation_questions,
     generate_world,
@@ -116,6 +118,55 @@ def test_practice_entities_disjoint_from_world(world) -> None:
                 assert not set(words) & names, q.question
             seen += len(passages)
     assert seen > 0
+
+
+def test_training_only_entities_leave_the_evaluated_world_unchanged(world) -> None:
+    plain = generate_world(
+        0, sizes=dataclasses.replace(WorldSizes(), training_films=0, training_lines=0)
+    )
+    assert world.people[: len(plain.people)] == plain.people
+    assert world.evaluated_films == plain.films
+    assert world.lines == plain.lines and not plain.training_lines
+    assert evaluation_questions(world) == evaluation_questions(plain)
+    assert len([f for f in world.films if f.training_only]) == WorldSizes().training_films
+    assert len(world.training_lines) == WorldSizes().training_lines
+    evaluated = {p.id for p in world.evaluated_people}
+    for line in world.training_lines:
+        assert all(world.person(i).known for i in line)
+        assert not set(line) & evaluated
+    # a training line's family name is none of the evaluated lines'
+    surname = {world.person(child).name.split()[-1] for child, _, _ in world.lines}
+    assert not {world.person(c).name.split()[-1] for c, _, _ in world.training_lines} & surname
+
+
+def test_training_questions_teach_the_forms_on_training_only_entities(world) -> None:
+    questions = training_questions(world)
+    training_films = {f.id for f in world.films if f.training_only}
+    when = [q for q in questions if q.id.endswith("-when-director-born")]
+    assert {q.supporting_ids[0] for q in when} == training_films
+    family = [q for q in questions if q.type == "inference"]
+    training_people = {i for line in world.training_lines for i in line}
+    assert len(family) == 2 * len(world.training_lines)
+    assert all(set(q.supporting_ids) <= training_people for q in family)
+    evaluated = {f.id for f in world.evaluated_films}
+    for q in evaluation_questions(world):
+        assert not set(q.supporting_ids) & (training_films | training_people)
+        assert q.type != "compositional" or q.supporting_ids[0] in evaluated
+
+
+def test_family_practice_shows_the_whole_line(world) -> None:
+    mix = ExampleMix(world, seed=3, weights={"practice_family": 1.0})
+    for _ in range(20):
+        example = mix.sample()
+        _, passages = mix._practice[0]
+        found = re.search(r"paternal grandfather of (\w+ \w+)\?", example.prompt)
+        assert found, example.prompt
+        asked = found.group(1)
+        person_id = next(i for i in passages if passages[i].startswith(f"{asked} was born"))
+        # the gold passages and the line's third person (same family name) are all shown
+        line = mix._families[f"{person_id}-paternal-grandfather"]
+        assert all(passages[i] in example.prompt for i in line)
+        assert example.target.startswith(f" The father of {asked} was")
 
 
 def test_prompt_format_matches_build_prompt(world) -> None:
