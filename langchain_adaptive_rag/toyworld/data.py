@@ -33,6 +33,7 @@ from langchain_adaptive_rag.toyworld.world import (
     PRACTICE_POOLS,
     WORLD_POOLS,
     YEARS,
+    Line,
     NamePools,
     ToyWorld,
     WorldSizes,
@@ -210,7 +211,7 @@ class ExampleMix:
         self.known_ids = sorted(self.known_passages)
         self._practice_seed = seed * 1_000_003 + 17
         self._practice: list[tuple[list[ToyQuestion], dict[str, str]]] = []
-        self._families: dict[str, tuple[str, ...]] = {}
+        self._families: dict[str, Line] = {}
         """Practice grandfather question id -> ids of its line's three people."""
         self._reserved = world.names()
         self.max_distractors = 3
@@ -237,11 +238,14 @@ class ExampleMix:
                 id_prefix="practice-",
             )
             passages = {d.id or "": d.page_content for d in build_corpus(practice)}
-            self._practice = [(list(iter_questions(practice)), passages)]
+            questions = list(iter_questions(practice))
+            self._practice = [(questions, passages)]
             self._families = {
-                f"{person_id}-paternal-grandfather": line
+                q.id: line
+                for q in questions
+                if q.type == "inference"
                 for line in practice.lines
-                for person_id in line[:2]
+                if q.supporting_ids[0] in line
             }
         return self._practice[0]
 

@@ -18,6 +18,7 @@ __all__ = [
     "YEARS",
     "City",
     "Film",
+    "Line",
     "NamePools",
     "Person",
     "ToyWorld",
@@ -230,9 +231,9 @@ class ToyWorld:
     """Every film."""
     cities: tuple[City, ...]
     """Every city."""
-    lines: tuple[tuple[str, str, str], ...]
+    lines: tuple[Line, ...]
     """Paternal lines as (child id, father id, grandfather id)."""
-    training_lines: tuple[tuple[str, str, str], ...] = ()
+    training_lines: tuple[Line, ...] = ()
     """Known paternal lines that only training asks about."""
     _by_id: dict[str, Person] = field(init=False, repr=False, compare=False)
 
