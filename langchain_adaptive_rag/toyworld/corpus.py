@@ -2,7 +2,9 @@
 
 Each fact is stated by one sentence, and the reasoning steps of the toy questions repeat
 those sentences word for word, so reading a fact from a passage means finding the
-sentence that starts like the step being written and copying its end.
+sentence that starts like the step being written and copying its end. A director's
+passage names the film, as a biography names its subject's work, so a question about a
+film retrieves the passages of both of its hops.
 """
 
 from __future__ import annotations
@@ -43,10 +45,20 @@ def director_sentence(film: Film, director: Person) -> str:
     return f"The film {film.title} was directed by {director.name}."
 
 
-def person_passage(person: Person) -> str:
-    """Birth, occupation and parents of a person."""
+def person_passage(person: Person, film: Film | None = None) -> str:
+    """Birth, occupation and parents of a person.
+
+    Args:
+        person: The person.
+        film: The film the person directed, if any: the occupation sentence names it
+            ("X was the director of the film T.").
+
+    Returns:
+        The passage.
+    """
+    job = f"the director of the film {film.title}" if film is not None else f"a {person.job}"
     return (
-        f"{birth_sentence(person)} {person.name} was a {person.job}. "
+        f"{birth_sentence(person)} {person.name} was {job}. "
         f"{father_sentence(person)} {mother_sentence(person)}"
     )
 
@@ -72,6 +84,7 @@ def build_corpus(world: ToyWorld, *, include_cities: bool = True) -> list[Docume
         Documents with ``id`` and ``metadata={"id": ..., "title": ..., "known": ...}``
         (``title`` is the person's name, the film's title or the city's name).
     """
+    directed = {film.director: film for film in world.films}
     docs = [
         Document(
             id=film.id,
@@ -83,7 +96,7 @@ def build_corpus(world: ToyWorld, *, include_cities: bool = True) -> list[Docume
     docs.extend(
         Document(
             id=person.id,
-            page_content=person_passage(person),
+            page_content=person_passage(person, directed.get(person.id)),
             metadata={"id": person.id, "title": person.name, "known": person.known},
         )
         for person in world.people

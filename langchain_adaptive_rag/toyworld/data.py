@@ -281,7 +281,7 @@ class ExampleMix:
         return (
             compositional_question(world, film, ask),
             film_passage(film, changed),
-            person_passage(changed),
+            person_passage(changed, film),
         )
 
     # -- the stream ------------------------------------------------------------------

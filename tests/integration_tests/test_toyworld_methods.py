@@ -29,11 +29,11 @@ NOT_YET = pytest.mark.xfail(
     strict=True,
     reason=(
         "The shipped toy model answers comparison questions ('Who was born first?') at "
-        "chance and two thirds of the known grandfather questions, and with BM25 "
-        "passages it often copies from a near-namesake (the film 'Last Tower' for "
-        "'Lost Tower'); a single retrieval with the question cannot find a director's "
-        "passage. README 'The toy world' has the numbers. Strict: a better model makes "
-        "this test pass and the marker must go."
+        "chance (it states both birth years but does not compare them), so a third of "
+        "each category fails whatever is retrieved; and with several passages of one "
+        "family in context it often copies the wrong first name in grandfather answers. "
+        "README 'The toy world' has the numbers. Strict: a better model makes this test "
+        "pass and the marker must go."
     ),
 )
 

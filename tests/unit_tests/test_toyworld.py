@@ -169,6 +169,23 @@ def test_family_practice_shows_the_whole_line(world) -> None:
         assert example.target.startswith(f" The father of {asked} was")
 
 
+def test_a_directors_passage_names_the_film(world) -> None:
+    passages = {d.id: d.page_content for d in build_corpus(world)}
+    for film in world.films:
+        director = world.director(film)
+        sentence = f"{director.name} was the director of the film {film.title}."
+        assert sentence in passages[director.id]
+    others = [p for p in world.people if p.id not in {f.director for f in world.films}]
+    assert others and all(f"{p.name} was a {p.job}." in passages[p.id] for p in others)
+    # so one retrieval with a compositional question finds both hops' passages
+    retriever = toy_retriever(k=3)
+    compositional = [q for q in evaluation_questions(world) if q.type == "compositional"]
+    both = sum(
+        set(q.supporting_ids) <= {d.id for d in retriever.invoke(q.question)} for q in compositional
+    )
+    assert both >= 0.9 * len(compositional), (both, len(compositional))
+
+
 def test_prompt_format_matches_build_prompt(world) -> None:
     q = evaluation_questions(world)[0]
     example = qa_example(q, ["A passage."], accepted_steps=1)
