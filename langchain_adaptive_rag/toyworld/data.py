@@ -22,7 +22,7 @@ from typing import Literal
 from langchain_adaptive_rag.graphs.ta_are import DECISION_INSTRUCTION
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
 from langchain_adaptive_rag.state import RetrievedDoc
-from langchain_adaptive_rag.toyworld.corpus import build_corpus
+from langchain_adaptive_rag.toyworld.corpus import build_corpus, film_passage, person_passage
 from langchain_adaptive_rag.toyworld.questions import (
     ToyQuestion,
     compositional_question,
@@ -275,8 +275,6 @@ class ExampleMix:
         )
         people = tuple(changed if p.id == director.id else p for p in self.world.people)
         world = dataclasses.replace(self.world, people=people)
-        from langchain_adaptive_rag.toyworld.corpus import film_passage, person_passage
-
         ask: Literal["when", "where"] = "when" if self.rng.random() < 0.5 else "where"
         return (
             compositional_question(world, film, ask),
