@@ -7,7 +7,9 @@ greedy, stop at the newline, entropies of the raw distribution):
   (target <= 10%): compositional ("When was the director of film X born?") and inference
   ("Who is the paternal grandfather of A?") questions, whose answers cannot be guessed;
 - accuracy on unknown-fact questions with their gold passages as context (target >= 80%),
-  and continuing a known first step with only the second hop's passage;
+  with the gold passages among two other people's passages (seeded random), with BM25's
+  top 3 for the question, and continuing a known first step with only the second hop's
+  passage;
 - comparison questions ("Who was born first?") separately (a guess is right half the time);
 - the distributions of the max and mean token entropy over the generated answer tokens,
   known vs unknown answers (closed-book), and the AUROC of the max entropy.
@@ -110,6 +112,15 @@ def main() -> None:
     closed_known = [run(model, q) for q in known]
     closed_unknown = [run(model, q) for q in unknown]
     with_gold = [run(model, q, gold(q)) for q in unknown]
+    people = sorted(i for i in passages if isinstance(i, str) and i.startswith("person"))
+
+    def distracted(q: ToyQuestion) -> list[str]:
+        others = [i for i in rng.sample(people, 4) if i not in q.supporting_ids][:2]
+        docs = [*gold(q), *(passages[i] for i in others)]
+        rng.shuffle(docs)
+        return docs
+
+    with_others = [run(model, q, distracted(q)) for q in unknown]
     with_bm25 = [
         run(model, q, [d.page_content for d in retriever.invoke(q.question)]) for q in unknown
     ]
@@ -121,6 +132,7 @@ def main() -> None:
         ("closed-book, known facts", closed_known, ">= 0.90", accuracy(closed_known) >= 0.9),
         ("closed-book, unknown facts", closed_unknown, "<= 0.10", accuracy(closed_unknown) <= 0.1),
         ("unknown facts, gold passages", with_gold, ">= 0.80", accuracy(with_gold) >= 0.8),
+        ("unknown facts, gold + 2 other people", with_others, "", None),
         ("unknown facts, BM25 top-3 (question)", with_bm25, "", None),
         ("known 1st hop given, 2nd-hop passage", continued, "", None),
         ("comparison, closed-book (all)", compare_closed, "", None),
