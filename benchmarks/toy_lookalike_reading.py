@@ -72,7 +72,7 @@ def main() -> None:
     scores: dict[tuple[str, str, int], list[bool]] = {}
     for label, source, is_practice in worlds:
         passages = {d.id or "": d.page_content for d in build_corpus(source)}
-        people = sorted(i for i in passages if i.startswith(("person", "practice-person")))
+        people = sorted(i for i in passages if i.startswith("person"))
         for question in questions_of(source, is_practice, args.per_world):
             gold = [passages[i] for i in dict.fromkeys(question.supporting_ids)]
             hops = "two-hop" if question.type == "compositional" else "one-hop"

@@ -35,8 +35,7 @@ NOT_YET = pytest.mark.xfail(
         "Both come from reading among look-alike passages: beside two other people's "
         "passages it copies another person's birth year (40% right with the gold "
         "passages, benchmarks/toy_lookalike_reading.py). README 'The toy world' has the "
-        "numbers. Strict: a better model makes this test "
-        "pass and the marker must go."
+        "numbers. Strict: a better model makes this test pass and the marker must go."
     ),
 )
 
