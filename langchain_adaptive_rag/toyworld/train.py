@@ -26,6 +26,7 @@ import torch
 
 from langchain_adaptive_rag.prompts import extract_answer
 from langchain_adaptive_rag.testing import SPECIAL_TOKENS, train_tokenizer
+from langchain_adaptive_rag.toyworld.circuit import install_reading_circuit
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
 from langchain_adaptive_rag.toyworld.data import (
     ExampleMix,
@@ -83,6 +84,10 @@ class TrainConfig:
     heads that reading relies on); the phase ends early once the copy loss is low."""
     copy_loss: float = 0.3
     """Running copy loss that ends the copy phase."""
+    reading_offsets: int = 5
+    """``r`` of the reading circuit set at initialisation (0: none; see
+    :mod:`~langchain_adaptive_rag.toyworld.circuit`): the match heads vote on runs of up to
+    ``r`` context tokens."""
 
     @classmethod
     def quick(cls) -> TrainConfig:
@@ -97,6 +102,7 @@ class TrainConfig:
             warmup_steps=10,
             eval_every=0,
             copy_steps=20,
+            reading_offsets=3,
         )
 
 
@@ -138,9 +144,12 @@ def build_model(config: TrainConfig, vocab_size: int) -> torch.nn.Module:
             eos_token_id=SPECIAL_TOKENS.index("</s>"),
             pad_token_id=SPECIAL_TOKENS.index("<pad>"),
             tie_word_embeddings=True,
+            attention_bias=config.reading_offsets > 0,
             attn_implementation="sdpa",
         )
     )
+    if config.reading_offsets > 0:
+        install_reading_circuit(model, config.reading_offsets, seed=config.seed)
     return model  # type: ignore[no-any-return]
 
 
