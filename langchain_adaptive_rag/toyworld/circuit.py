@@ -5,8 +5,9 @@ writing now ("Erik Gran was born in") and copying the word that followed them th
 ("1921"): the chain of thought repeats corpus sentences word for word. A small Llama does
 not learn this associative lookup within the CPU training budget: on the toy world's own
 tokens, eight "First Last was born in YEAR." facts recalled in shuffled order stay at
-chance after 300 steps from random weights, while the same model with this circuit set at
-initialisation recalls all of them after 100 steps (``benchmarks/toy_reading_circuit.py``).
+chance (0.115) after 200 steps from random weights, while the same model with this circuit
+set at initialisation recalls 0.988 of them after 50 steps
+(``benchmarks/toy_reading_circuit.py``).
 
 The circuit is ordinary Llama weights (query/key biases are enabled in the config), so the
 model loads with ``from_pretrained`` and training is free to change it:

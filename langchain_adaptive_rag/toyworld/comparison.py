@@ -46,8 +46,8 @@ TOY_CONFIGS: dict[str, GenerationConfig] = {
     "fix_length": FixLengthConfig(generate_max_length=48, fix_length=8),
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
     "flare": FLAREConfig(generate_max_length=48, theta=0.6, beta=0.4),
-    "dragin": DRAGINConfig(generate_max_length=48, theta=0.5, query_top_n=6),
-    "seakr": SeaKRConfig(generate_max_length=48, num_samples=8, hidden_layer=1, delta=-2.0),
+    "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6),
+    "seakr": SeaKRConfig(generate_max_length=48, num_samples=8, hidden_layer=1, delta=-1.0),
     "vanilla": TAAREConfig(generate_max_length=48),
     "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026"),
 }
