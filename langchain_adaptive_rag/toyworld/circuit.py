@@ -25,6 +25,7 @@ model loads with ``from_pretrained`` and training is free to change it:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import torch
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 
-__all__ = ["install_reading_circuit", "offset_biases", "rotary_frequencies"]
+__all__ = ["ReadingCircuit", "install_reading_circuit", "offset_biases", "rotary_frequencies"]
 
 MATCH_PAIRS = 4
 """Rotary pairs (the lowest-frequency ones) that carry the match heads' comparisons."""
@@ -108,6 +109,18 @@ def _orthonormal(rows: int, cols: int, generator: torch.Generator) -> torch.Tens
     return result
 
 
+@dataclass(frozen=True)
+class ReadingCircuit:
+    """The projections a reading circuit was set with (later circuits build on them)."""
+
+    read: torch.Tensor
+    """``(hidden, head_dim)``: token embedding -> offset-head space, shared by all heads."""
+    writes: tuple[torch.Tensor, ...]
+    """``(hidden, head_dim)`` each: where offset head ``j`` writes the token ``j`` back."""
+    write_gain: float
+    """Gain of the read and of each write."""
+
+
 def install_reading_circuit(
     model: torch.nn.Module,
     offsets: int,
@@ -116,7 +129,7 @@ def install_reading_circuit(
     match_logit: float = 20.0,
     copy_scale: float = 5.0,
     seed: int = 0,
-) -> None:
+) -> ReadingCircuit:
     """Set the offset heads (layer 0) and match heads (layer 1) of a fresh Llama in place.
 
     Args:
@@ -127,6 +140,9 @@ def install_reading_circuit(
         match_logit: Score of a full match in a match head (before RMS-normalisation effects).
         copy_scale: Gain of what a match head copies into the residual stream.
         seed: Seed of the random projections.
+
+    Returns:
+        The projections the offset heads read and write with.
 
     Raises:
         AdaptiveRAGError: The model has no attention biases, fewer than two layers or not
@@ -183,3 +199,4 @@ def install_reading_circuit(
             copy = _orthonormal(hidden, head_dim, generator)
             second.v_proj.weight[rows] = copy.T * math.sqrt(copy_scale)
             second.o_proj.weight[:, rows] = copy * math.sqrt(copy_scale)
+    return ReadingCircuit(read=read, writes=tuple(writes), write_gain=write)

@@ -45,9 +45,9 @@ TOY_CONFIGS: dict[str, GenerationConfig] = {
     "single_round": GenerationConfig(generate_max_length=48),
     "fix_length": FixLengthConfig(generate_max_length=48, fix_length=8),
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
-    "flare": FLAREConfig(generate_max_length=48, theta=0.6, beta=0.4),
+    "flare": FLAREConfig(generate_max_length=48, theta=0.9, beta=0.4),
     "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6),
-    "seakr": SeaKRConfig(generate_max_length=48, num_samples=8, hidden_layer=1, delta=-1.0),
+    "seakr": SeaKRConfig(generate_max_length=48, num_samples=8, hidden_layer=1, delta=-4.0),
     "vanilla": TAAREConfig(generate_max_length=48),
     "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026"),
 }
@@ -64,6 +64,7 @@ class QuestionResult:
     method: str
     question_id: str
     category: str
+    question_type: str
     answer: str
     gold: str
     em: float
@@ -153,6 +154,7 @@ def run_method(
             method=method,
             question_id=question.id,
             category=question.category,
+            question_type=question.type,
             answer=answer,
             gold=question.answer,
             em=exact_match(answer, question.answer),

@@ -1,13 +1,16 @@
 """Train the toy model: a byte-level BPE tokenizer and a small Llama, deterministic given a seed.
 
-Run ``python -m langchain_adaptive_rag.toyworld.train --out DIR [--quick]``. The script
-trains the tokenizer on the pool words and templates (every name, title, city and year is
-one token), then the model: first on copying random word lists only (until it copies, which
-forms the attention heads that reading passages relies on), then on the
+Run ``python -m langchain_adaptive_rag.toyworld.train --out DIR [--quick] [--device D]``.
+The script trains the tokenizer on the pool words and templates (every name, title, city
+and year is one token), then the model. Its first two layers start as the reading circuit
+(:mod:`~langchain_adaptive_rag.toyworld.circuit`) and the year-order circuit
+(:mod:`~langchain_adaptive_rag.toyworld.order_circuit`, held for the first
+``order_hold`` share of the steps). Training first copies random word lists only (until it
+copies, which ties the reading circuit to the output), then follows the
 :class:`~langchain_adaptive_rag.toyworld.data.ExampleMix` stream, with the loss on answer
-tokens only, AdamW with warm-up and cosine decay, and logs a
-held-out probe (closed-book known, reading unknown) every ``eval_every`` steps. The weights
-are saved in float16 with the tokenizer and its chat template.
+tokens only, AdamW with warm-up and cosine decay, and logs a held-out probe (closed-book
+known, reading unknown) every ``eval_every`` steps. The weights are saved in float16 with
+the tokenizer and its chat template.
 """
 
 from __future__ import annotations
@@ -34,10 +37,15 @@ from langchain_adaptive_rag.toyworld.data import (
     qa_example,
     tokenizer_text,
 )
-from langchain_adaptive_rag.toyworld.questions import ToyQuestion, evaluation_questions
-from langchain_adaptive_rag.toyworld.world import ToyWorld, generate_world
+from langchain_adaptive_rag.toyworld.order_circuit import OrderCircuit, OrderLayout
+from langchain_adaptive_rag.toyworld.questions import (
+    ToyQuestion,
+    comparison_question,
+    evaluation_questions,
+)
+from langchain_adaptive_rag.toyworld.world import YEARS, Person, ToyWorld, generate_world
 
-__all__ = ["TrainConfig", "build_model", "build_tokenizer", "main", "train"]
+__all__ = ["TrainConfig", "build_model", "build_tokenizer", "main", "order_layout", "train"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +59,7 @@ class TrainConfig:
 
     seed: int = 0
     """Seed of the world, the example stream and the weights."""
-    steps: int = 5500
+    steps: int = 5000
     """Optimizer steps."""
     batch_size: int = 16
     """Sequences per step."""
@@ -77,6 +85,9 @@ class TrainConfig:
     """Questions per probe set."""
     threads: int = 2
     """Torch CPU threads."""
+    device: str = "cpu"
+    """Torch device to train on. The shipped weights are the CPU run; another device
+    trains the same way but does not reproduce them bit for bit."""
     easy_fraction: float = 0.25
     """Leading share of the steps whose contexts hold at most one distractor."""
     copy_steps: int = 600
@@ -88,6 +99,20 @@ class TrainConfig:
     """``r`` of the reading circuit set at initialisation (0: none; see
     :mod:`~langchain_adaptive_rag.toyworld.circuit`): the match heads vote on runs of up to
     ``r`` context tokens."""
+    order_circuit: bool = True
+    """Set the year-order circuit at initialisation (see
+    :mod:`~langchain_adaptive_rag.toyworld.order_circuit`): year directions in the
+    embeddings and an order head in layer 1 for "Who was born first?". Needs a reading
+    circuit of at least 5 offsets (a given name stands 5 tokens before its birth year) and
+    a free head."""
+    order_hold: float = 0.5
+    """Leading share of the steps after each of which the order circuit is set again
+    (:meth:`~langchain_adaptive_rag.toyworld.order_circuit.OrderCircuit.hold`; 0: set at
+    initialisation only)."""
+    order_recalibrate: int = 20
+    """Steps between recalibrations of a held order circuit."""
+    order_copy_scale: float = 20.0
+    """Gain of the given name the order head writes."""
 
     @classmethod
     def quick(cls) -> TrainConfig:
@@ -95,14 +120,13 @@ class TrainConfig:
         return cls(
             steps=120,
             batch_size=8,
-            hidden_size=64,
+            hidden_size=96,
             num_layers=2,
-            num_heads=4,
+            num_heads=6,
             intermediate_size=128,
             warmup_steps=10,
             eval_every=0,
             copy_steps=20,
-            reading_offsets=3,
         )
 
 
@@ -118,16 +142,59 @@ def build_tokenizer(world: ToyWorld) -> object:
     return train_tokenizer(tokenizer_text(world), vocab_size=4096)
 
 
-def build_model(config: TrainConfig, vocab_size: int) -> torch.nn.Module:
-    """A randomly initialised Llama (seeded by ``config.seed``).
+def order_layout(tokenizer: object) -> OrderLayout:
+    """Where a toy comparison's answer token finds the two years (from the tokenizer).
+
+    Args:
+        tokenizer: The toy tokenizer (every year and name one token).
+
+    Returns:
+        The year tokens, the answer token "is", the distances back to both years and to
+        a year's given name, and a sample chain of thought.
+    """
+    encode: Callable[[str], dict[str, list[int]]] = tokenizer  # type: ignore[assignment]
+    first, second = (
+        Person(f"p{i}", name, year, "Oslo", "painter", "A B", "C D", known=True)
+        for i, (name, year) in enumerate((("Anna Berg", 1901), ("Carl Holm", 1932)))
+    )
+    text = comparison_question(first, second).gold_text
+    prompt = " " + text[: text.index(" So the answer is") + len(" So the answer is")]
+    ids = encode(prompt)["input_ids"]
+    convert: Callable[[str], int] = tokenizer.convert_tokens_to_ids  # type: ignore[attr-defined]
+    years = tuple((convert(f"Ġ{year}"), year) for year in YEARS)
+    last = len(ids) - 1
+    distances = tuple(last - ids.index(convert(f"Ġ{p.birth_year}")) for p in (second, first))
+    name_offset = ids.index(convert(f"Ġ{first.birth_year}")) - ids.index(convert("ĠAnna"))
+    return OrderLayout(
+        years=years,
+        gate_id=convert("Ġis"),
+        distances=(distances[0], distances[1]),
+        name_offset=name_offset,
+        sample=tuple(ids),
+    )
+
+
+def build_model(
+    config: TrainConfig, vocab_size: int, layout: OrderLayout | None = None
+) -> torch.nn.Module:
+    """A randomly initialised Llama (seeded by ``config.seed``) with its circuits set.
 
     Args:
         config: Sizes.
         vocab_size: Tokenizer size.
+        layout: Token layout of comparisons (:func:`order_layout`); the order circuit is
+            set only when it is given and ``config.order_circuit`` is on.
 
     Returns:
         A ``LlamaForCausalLM`` with tied input and output embeddings.
     """
+    return _build(config, vocab_size, layout)[0]
+
+
+def _build(
+    config: TrainConfig, vocab_size: int, layout: OrderLayout | None
+) -> tuple[torch.nn.Module, OrderCircuit | None]:
+    """The model of :func:`build_model` and its order circuit (``None`` when not set)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(config.seed)
@@ -148,9 +215,19 @@ def build_model(config: TrainConfig, vocab_size: int) -> torch.nn.Module:
             attn_implementation="sdpa",
         )
     )
+    circuit = None
     if config.reading_offsets > 0:
-        install_reading_circuit(model, config.reading_offsets, seed=config.seed)
-    return model  # type: ignore[no-any-return]
+        reading = install_reading_circuit(model, config.reading_offsets, seed=config.seed)
+        if config.order_circuit and layout is not None:
+            circuit = OrderCircuit(
+                model,
+                reading,
+                layout,
+                head=config.reading_offsets,
+                copy_scale=config.order_copy_scale,
+                seed=config.seed,
+            )
+    return model, circuit
 
 
 def _encode(tokenizer: object, example: TrainingExample) -> tuple[list[int], list[int]]:
@@ -207,10 +284,11 @@ def greedy_answer(
     """
     ids: list[int] = tokenizer(prompt)["input_ids"]  # type: ignore[operator]
     newline: int = tokenizer.convert_tokens_to_ids("Ċ")  # type: ignore[attr-defined]
+    device = next(model.parameters()).device
     with torch.no_grad():
         out = model.generate(  # type: ignore[operator]
-            torch.tensor([ids]),
-            attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
+            torch.tensor([ids], device=device),
+            attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=device),
             max_new_tokens=max_new_tokens,
             do_sample=False,
             eos_token_id=[newline, SPECIAL_TOKENS.index("</s>")],
@@ -301,7 +379,8 @@ def train(
     questions = evaluation_questions(world)
     tokenizer = build_tokenizer(world)
     vocab = len(tokenizer)  # type: ignore[arg-type]
-    model = build_model(config, vocab)
+    model, circuit = _build(config, vocab, order_layout(tokenizer))
+    model = model.to(config.device)
     params = sum(p.numel() for p in model.parameters())
     emit(f"vocabulary {vocab}, parameters {params:,}, config {asdict(config)}")
     mix = ExampleMix(world, seed=config.seed)
@@ -340,12 +419,14 @@ def train(
             next_batch = _batches(mix, tokenizer, config.batch_size, batch_rng, pad)
         if step > config.easy_fraction * config.steps:
             mix.max_distractors = 3
-        ids, labels, mask = next_batch()
+        ids, labels, mask = (t.to(config.device) for t in next_batch())
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
+        if circuit is not None and step <= config.order_hold * config.steps:
+            circuit.hold(model, recalibrate=step % config.order_recalibrate == 0)
         optimizer.zero_grad(set_to_none=True)
         running = float(loss.detach()) if step == 1 else 0.9 * running + 0.1 * float(loss.detach())
         if step % 50 == 0:
@@ -357,7 +438,7 @@ def train(
             for sample in samples:
                 emit(f"  {sample}")
             save(copy.deepcopy(model), tokenizer, Path(out) / "checkpoint")
-    return save(model, tokenizer, out)
+    return save(model.cpu(), tokenizer, out)
 
 
 def save(model: torch.nn.Module, tokenizer: object, out: str | Path) -> Path:
@@ -395,10 +476,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="reduced run (about a minute)")
     parser.add_argument("--seed", type=int, default=0, help="seed of world, data and weights")
     parser.add_argument("--steps", type=int, default=None, help="override the number of steps")
+    parser.add_argument("--device", default="cpu", help="torch device (the shipped run: cpu)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     config = TrainConfig.quick() if args.quick else TrainConfig()
-    config = replace(config, seed=args.seed)
+    config = replace(config, seed=args.seed, device=args.device)
     if args.steps is not None:
         config = replace(config, steps=args.steps)
     path = train(args.out, config)
