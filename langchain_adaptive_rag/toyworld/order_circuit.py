@@ -83,8 +83,9 @@ def window_biases(
 
     The score ``w(d) = sum_i (c_i cos(d f_i) + s_i sin(d f_i)) / sqrt(head_dim)`` over the
     ``pairs`` fastest rotary pairs is fitted by ridge least squares to ``+1`` for
-    distances below ``near`` (exactly ``+1`` at both ``layout_distances``) and ``-1``
-    from ``far`` to ``span``; distances in between are free.
+    distances below ``near`` (weighted 100 times more at both ``layout_distances``, so
+    the two score the same) and ``-1`` from ``far`` to ``span``; distances in between are
+    free.
 
     Args:
         head_dim: Size of one attention head (even).
@@ -96,8 +97,8 @@ def window_biases(
         span: Longest distance fitted.
 
     Returns:
-        ``(query, key)``, each of length ``head_dim``; ``key`` is ``1`` on the first
-        component of each shaping pair.
+        ``(query, key)``, each of length ``head_dim``; ``key`` is constant on the first
+        component of each shaping pair and zero elsewhere.
     """
     frequencies = rotary_frequencies(head_dim, theta)[:pairs]
     distance = np.arange(span, dtype=np.float64)
