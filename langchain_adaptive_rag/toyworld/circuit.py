@@ -117,8 +117,6 @@ class ReadingCircuit:
     """``(hidden, head_dim)``: token embedding -> offset-head space, shared by all heads."""
     writes: tuple[torch.Tensor, ...]
     """``(hidden, head_dim)`` each: where offset head ``j`` writes the token ``j`` back."""
-    write_gain: float
-    """Gain of the read and of each write."""
 
 
 def install_reading_circuit(
@@ -199,4 +197,4 @@ def install_reading_circuit(
             copy = _orthonormal(hidden, head_dim, generator)
             second.v_proj.weight[rows] = copy.T * math.sqrt(copy_scale)
             second.o_proj.weight[:, rows] = copy * math.sqrt(copy_scale)
-    return ReadingCircuit(read=read, writes=tuple(writes), write_gain=write)
+    return ReadingCircuit(read=read, writes=tuple(writes))

@@ -192,10 +192,8 @@ class OrderCircuit:
         self.layout = layout
         self.head = head
         self.head_dim = hidden // heads
-        self.window_logit = window_logit
         self.year_logit = year_logit
         self.order_logit = order_logit
-        self.copy_scale = copy_scale
         generator = torch.Generator().manual_seed(seed + 1)
         directions = _orthonormal(hidden, 2, generator)
         self.is_year, self.order = directions[:, 0], directions[:, 1]
@@ -204,54 +202,59 @@ class OrderCircuit:
         self.positions = torch.tensor([year_position(y, years) for y in years])
         embeddings = model.get_input_embeddings().weight  # type: ignore[operator]
         self.gain = embedding_gain * float(embeddings.detach().norm(dim=1).mean())
+        self._basis = directions
+        target = torch.stack([torch.ones_like(self.positions), self.positions], dim=1)
+        self._year_rows = self.gain * target @ directions.T
         theta = float(config.rope_parameters["rope_theta"])
         half = self.head_dim // 2
         pairs = min(12, half - 2)  # the two slowest pairs carry the year terms
         query, key = window_biases(
             self.head_dim, theta, layout.distances, near=20, far=30, pairs=pairs
         )
-        self.window_query = torch.as_tensor(query * math.sqrt(window_logit), dtype=torch.float32)
-        self.window_key = torch.as_tensor(key * math.sqrt(window_logit), dtype=torch.float32)
-        self.apply(model)
+        self._query = torch.as_tensor(query * math.sqrt(window_logit), dtype=torch.float32)
+        self._unit = math.sqrt(math.sqrt(self.head_dim))  # q[i] k[i] / sqrt(head_dim) == 1
+        self._query[half - 1] = self._unit * math.sqrt(order_logit)
+        self._query[half - 2] = self._unit * math.sqrt(year_logit)
+        gain = math.sqrt(copy_scale)
+        name = reading.writes[layout.name_offset - 1]
+        self._fixed = {
+            "k_bias": torch.as_tensor(key * math.sqrt(window_logit), dtype=torch.float32),
+            "v": name.T * gain,
+            "o": reading.read * gain,
+        }
+        self._rows: dict[str, torch.Tensor] = {}
+        self.hold(model, recalibrate=True)
 
-    def set_embeddings(self, model: torch.nn.Module) -> None:
+    def hold(self, model: torch.nn.Module, *, recalibrate: bool) -> None:
+        """Set the year directions and the order head (again, after an optimizer step).
+
+        Args:
+            model: The model (being trained).
+            recalibrate: Fit the read-outs to the current weights first (a forward pass
+                over 161 short sequences: do it every few steps, and always the first time).
+        """
+        self._set_embeddings(model)
+        if recalibrate:
+            self._calibrate(model)
+        self._set_head(model)
+
+    def _set_embeddings(self, model: torch.nn.Module) -> None:
         """Set every year token's components along the two year directions."""
         embeddings = model.get_input_embeddings().weight  # type: ignore[operator]
         with torch.no_grad():
-            rows = embeddings[self.tokens.to(embeddings.device)]
-            basis = torch.stack([self.is_year, self.order], dim=1).to(rows)
+            tokens = self.tokens.to(embeddings.device)
+            rows = embeddings[tokens]
+            basis = self._basis.to(rows)
             rows -= (rows @ basis) @ basis.T
-            target = torch.stack([torch.ones_like(self.positions), self.positions], dim=1)
-            rows += self.gain * target.to(rows) @ basis.T
-            embeddings[self.tokens.to(embeddings.device)] = rows
+            rows += self._year_rows.to(rows)
+            embeddings[tokens] = rows
 
-    def apply(self, model: torch.nn.Module) -> None:
-        """Set the year directions and the order head, calibrated on the current weights."""
-        self.set_embeddings(model)
-        self.calibrate(model)
-        self.set_head(model)
-
-    def hold(self, model: torch.nn.Module, *, recalibrate: bool) -> None:
-        """Set the circuit again after an optimizer step.
-
-        Args:
-            model: The model being trained.
-            recalibrate: Fit the read-outs again first (a forward pass over 161 short
-                sequences: do it every few steps).
-        """
-        self.set_embeddings(model)
-        if recalibrate:
-            self.calibrate(model)
-        self.set_head(model)
-
-    def calibrate(self, model: torch.nn.Module) -> None:
-        """Fit the gate and the two year read-outs to layer 1's current input."""
+    def _calibrate(self, model: torch.nn.Module) -> None:
+        """Fit the gate and the year read-outs to layer 1's input; compute the head's rows."""
         layout = self.layout
         device = next(model.parameters()).device
-        parameter = next(model.parameters())
-        device = parameter.device
-        # Calibrate on layer 1's normalised input over the sample, with every year in turn
-        # in the first year's place: the answer token, then the year.
+        # Layer 1's normalised input over the sample, with every year in turn in the first
+        # year's place: the answer token, then the year.
         last = len(layout.sample) - 1
         slot = last - max(layout.distances)
         ids = torch.tensor([layout.sample] * len(layout.years), device=device)
@@ -263,36 +266,29 @@ class OrderCircuit:
         centred = year_inputs @ self.order - (year_inputs @ self.order).mean()
         slope = float((centred * self.positions).sum() / (self.positions**2).sum())
         order_readout = self.order / slope  # @ x == m(y) + const at a year token
-        self.gate = gate
-        self.order_readout = order_readout
-        self.year_readout = self.is_year / float((year_inputs @ self.is_year).mean())
+        year_readout = self.is_year / float((year_inputs @ self.is_year).mean())
+        self._rows = {
+            "q": torch.outer(self._query, gate),
+            "k_order": -self._unit * math.sqrt(self.order_logit) * order_readout,
+            "k_year": self._unit * math.sqrt(self.year_logit) * year_readout,
+        }
 
-    def set_head(self, model: torch.nn.Module) -> None:
+    def _set_head(self, model: torch.nn.Module) -> None:
         """Write the order head's rows of layer 1 from the last calibration."""
         parameter = next(model.parameters())
         device, dtype = parameter.device, parameter.dtype
-        gate, order_readout, year_readout = self.gate, self.order_readout, self.year_readout
         size, half = self.head_dim, self.head_dim // 2
-        unit = math.sqrt(math.sqrt(size))  # q[i] k[i] / sqrt(head_dim) == 1
-        query = self.window_query.clone()
-        query[half - 1] = unit * math.sqrt(self.order_logit)
-        query[half - 2] = unit * math.sqrt(self.year_logit)
         base = self.head * size
         rows = slice(base, base + size)
         layers: Any = model.model.layers  # type: ignore[union-attr]
         attention = layers[1].self_attn
+        computed, fixed = self._rows, self._fixed
         with torch.no_grad():
-            attention.q_proj.weight[rows] = torch.outer(query, gate).to(device, dtype)
+            attention.q_proj.weight[rows] = computed["q"].to(device, dtype)
             attention.q_proj.bias[rows] = 0.0
             attention.k_proj.weight[rows] = 0.0
-            attention.k_proj.weight[base + half - 1] = (
-                -unit * math.sqrt(self.order_logit) * order_readout
-            ).to(device, dtype)
-            attention.k_proj.weight[base + half - 2] = (
-                unit * math.sqrt(self.year_logit) * year_readout
-            ).to(device, dtype)
-            attention.k_proj.bias[rows] = self.window_key.to(device, dtype)
-            name = self.reading.writes[self.layout.name_offset - 1]
-            gain = math.sqrt(self.copy_scale)
-            attention.v_proj.weight[rows] = (name.T * gain).to(device, dtype)
-            attention.o_proj.weight[:, rows] = (self.reading.read * gain).to(device, dtype)
+            attention.k_proj.weight[base + half - 1] = computed["k_order"].to(device, dtype)
+            attention.k_proj.weight[base + half - 2] = computed["k_year"].to(device, dtype)
+            attention.k_proj.bias[rows] = fixed["k_bias"].to(device, dtype)
+            attention.v_proj.weight[rows] = fixed["v"].to(device, dtype)
+            attention.o_proj.weight[:, rows] = fixed["o"].to(device, dtype)
