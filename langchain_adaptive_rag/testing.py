@@ -287,6 +287,7 @@ class FakeTraceModel:
                 "hidden_layer": hidden_layer,
                 "hidden_site": hidden_site,
                 "hidden_at": hidden_at,
+                "stop": None if stop is None else tuple(stop),
             }
         )
         traces = [self._one(prompt, max_new_tokens, stop, attention, hidden) for _ in range(count)]

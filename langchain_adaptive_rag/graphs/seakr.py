@@ -39,7 +39,12 @@ from langchain_adaptive_rag.policy import (
     bump,
     no_retrieval_decision,
 )
-from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, normalise_answer
+from langchain_adaptive_rag.prompts import (
+    QAPrompts,
+    build_prompt,
+    extract_answer,
+    normalise_answer,
+)
 from langchain_adaptive_rag.signals import (
     energy_score,
     gram_uncertainty,
@@ -64,6 +69,10 @@ __all__ = [
 
 STEP_STOP = (". ", "\n")
 """A reasoning step ends at a sentence end or a line end."""
+
+NOT_QUERY_WORDS = frozenset({"thus", "answer", "is", "so"})
+"""Words a SeaKR query never carries (the reference code drops them after its
+part-of-speech filter: an answer sentence's "So the answer is" is not a search term)."""
 
 
 class SamplingModel(TraceModel, Protocol):
@@ -177,8 +186,18 @@ class SeaKRPolicy(Policy):
     def _model(self, ctx: RunContext) -> SamplingModel:
         return ctx.model  # type: ignore[return-value]
 
-    def _sample(self, ctx: RunContext, prompt: str, max_new_tokens: int) -> _Step:
-        """Greedy step plus ``k`` samples; ``U`` over the non-empty samples."""
+    def _sample(
+        self,
+        ctx: RunContext,
+        prompt: str,
+        max_new_tokens: int,
+        stop: Sequence[str] = STEP_STOP,
+    ) -> _Step:
+        """Greedy step plus ``k`` samples; ``U`` over the non-empty samples.
+
+        ``stop`` ends a step at its sentence (the default) or, for a whole answer, at the
+        prompts' stop strings.
+        """
         config = self.config
         with token_stream(prompt, self.name) as sink:  # streams the greedy sample
             traces = self._model(ctx).generate_trace(
@@ -191,7 +210,7 @@ class SeaKRPolicy(Policy):
                 top_k=config.top_k,
                 top_p=config.top_p,
                 seed=config.seed,
-                stop=STEP_STOP,
+                stop=stop,
                 hidden=True,
                 hidden_layer=config.hidden_layer,
                 hidden_site=config.hidden_site,
@@ -299,8 +318,11 @@ class SeaKRPolicy(Policy):
         chosen = []
         for word in merge_tokens_into_words(tokens):
             confident = all(p >= self.config.confident_p for p in probs[word.start : word.end])
-            if is_content_word(word.text) and (
-                confident or word.text.strip(".,;:!?").lower() in known
+            core = word.text.strip(".,;:!?").lower()
+            if (
+                is_content_word(word.text)
+                and core not in NOT_QUERY_WORDS
+                and (confident or core in known)
             ):
                 chosen.append(word.text)
         return " ".join(chosen) or state["question"]
@@ -354,8 +376,56 @@ class SeaKRPolicy(Policy):
         return update
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """Self-aware reasoning: the rationale's answer or the documents' answer, lower ``U``."""
-        text = state.get("text", "")
+        """Self-aware reasoning: the rationale's answer or the documents' answer, lower ``U``.
+
+        The rationale's answer is forced after the accepted steps; the documents' answer
+        comes from reading all kept documents anew: a whole answer is generated from them
+        (its own "So the answer is"; forced when it has none).
+        """
+        counts = state.get("counts")
+        rationale = self._rationale(ctx, state.get("text", ""))
+        step = self._sample(
+            ctx, self._answer_prompt(ctx, state, rationale, ()), self.config.forced_answer_tokens
+        )
+        counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
+        candidates = [
+            (step.text, step.uncertainty, rationale + ctx.prompts.forced_answer + step.text)
+        ]
+        kept = state.get("kept_docs", [])
+        if kept:
+            read = self._sample(
+                ctx,
+                self._answer_prompt(ctx, state, "", kept, forced=False),
+                self.config.generate_max_length,
+                stop=ctx.prompts.stop,
+            )
+            counts = bump(counts, llm_calls=read.calls, generated_tokens=read.generated)
+            answer = extract_answer(read.text, ctx.prompts.answer_marker)
+            if answer is not None:
+                candidates.append((answer, read.uncertainty, read.text))
+            else:
+                forced = self._sample(
+                    ctx,
+                    self._answer_prompt(ctx, state, read.text, kept),
+                    self.config.forced_answer_tokens,
+                )
+                counts = bump(counts, llm_calls=forced.calls, generated_tokens=forced.generated)
+                full = read.text + ctx.prompts.forced_answer + forced.text
+                candidates.append((forced.text, forced.uncertainty, full))
+        scored = []
+        for answer, uncertainty, full in candidates:
+            answer = answer.strip().rstrip(".").strip()
+            unknown = not answer or answer.lower() in {"unknown", "i don't know"}
+            scored.append((math.inf if unknown else uncertainty, answer, full))
+        _, answer, full = min(scored, key=lambda r: r[0])  # ties: the rationale
+        return {
+            "answer": normalise_answer(answer, ctx.prompts.answer_kind),
+            "text": full,
+            "counts": bump(counts),
+        }
+
+    def _rationale(self, ctx: RunContext, text: str) -> str:
+        """The accepted steps without their own answer sentence."""
         marker = ctx.prompts.answer_marker
         forced = ctx.prompts.forced_answer
         cut = text.lower().rfind(marker)
@@ -365,29 +435,22 @@ class SeaKRPolicy(Policy):
         lead = forced[: max(0, forced.lower().find(marker))].strip()
         if cut >= 0 and lead and rationale.lower().endswith(lead.lower()):
             rationale = rationale[: len(rationale) - len(lead)].rstrip()
-        candidates: list[tuple[str, str, Sequence[RetrievedDoc]]] = [
-            ("rationale", rationale + forced, ())
-        ]
-        if state.get("kept_docs"):
-            candidates.append(("documents", forced, state.get("kept_docs", [])))
-        counts = state.get("counts")
-        results: list[tuple[float, str, str, str]] = []
-        for label, continuation, docs in candidates:
-            prompt = build_prompt(
-                ctx.prompts, state["question"], continuation, docs, state.get("chat_history", [])
-            )
-            step = self._sample(ctx, prompt, self.config.forced_answer_tokens)
-            counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
-            answer = step.text.strip().rstrip(".").strip()
-            unknown = not answer or answer.lower() in {"unknown", "i don't know"}
-            score = math.inf if unknown else step.uncertainty
-            results.append((score, label, answer, continuation + step.text))
-        _, label, answer, full = min(results, key=lambda r: r[0])  # ties: the rationale
-        return {
-            "answer": normalise_answer(answer, ctx.prompts.answer_kind),
-            "text": full if label == "rationale" else rationale,
-            "counts": bump(counts),
-        }
+        return rationale
+
+    def _answer_prompt(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        text: str,
+        docs: Sequence[RetrievedDoc],
+        *,
+        forced: bool = True,
+    ) -> str:
+        """The prompt that answers after ``text`` (with the forced answer when ``forced``)."""
+        continuation = text + ctx.prompts.forced_answer if forced else text
+        return build_prompt(
+            ctx.prompts, state["question"], continuation, docs, state.get("chat_history", [])
+        )
 
 
 def self_check_uncertainty(reply: GenerationTrace) -> float:

@@ -51,7 +51,7 @@ def test_seakr_full_run() -> None:
         *_step(" It is a film. X", APART),  # rerank, doc p2
         *_step(" So the answer is 1931.", SAME),  # next step: certain, answered
         *_step(" 1931.", SAME),  # finalize: answer from the rationale
-        *_step(" 1930.", APART),  # finalize: answer from the documents
+        *_step(" The film is by Anna Berg. So the answer is 1930.", APART),  # documents
     ]
     model = FakeTraceModel(script)
     retriever = RecordingRetriever()
@@ -76,7 +76,12 @@ def test_seakr_full_run() -> None:
     assert result["text"].startswith(" The film was directed by Anna Berg.")
     # self-aware reasoning: the rationale's answer (lower U) beats the documents' answer
     assert result["answer"] == "1931"
-    assert str(model.calls[-1]["prompt"]).startswith("Context:\n[1] " + PASSAGES[1])
+    # the documents are read anew: a whole answer from the kept documents, ended by the
+    # prompts' stop strings, not at a sentence
+    documents_prompt = str(model.calls[-1]["prompt"])
+    assert documents_prompt.startswith("Context:\n[1] " + PASSAGES[1])
+    assert documents_prompt.endswith("Answer:")
+    assert model.calls[-1]["stop"] == ("\n",)
     # the rationale is cut before its own "So the answer is", then forced once
     rationale_prompt = str(model.calls[-2]["prompt"])
     assert rationale_prompt.endswith("directed by Anna Berg. So the answer is ")
@@ -84,17 +89,76 @@ def test_seakr_full_run() -> None:
     assert result["counts"]["llm_calls"] == 7 * 3
 
 
+SMALL = ((0.1, 0.0, 0.0, 0.0), (0.1, 0.0, 0.0, 0.0))  # consistent, and lower U than SAME
+
+
+def _retrieving_script(documents: list[ScriptedResponse]) -> list[ScriptedResponse]:
+    """One retrieval (document p1 kept), an answered step, the rationale's answer " 1931."
+    (consistent samples), then ``documents``: the reading of the kept documents."""
+    return [
+        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *_step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
+        *_step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1
+        *_step(" It is a film. X", APART),  # rerank, doc p2
+        *_step(" So the answer is 1931.", SAME),
+        *_step(" 1931.", SAME),
+        *documents,
+    ]
+
+
 def test_documents_answer_wins_when_more_certain() -> None:
+    assert gram_uncertainty(np.array(SMALL)) < U_SAME
+    reading = " Anna Berg was born in 1930. So the answer is 1930."
+    model = FakeTraceModel(_retrieving_script(_step(reading, SMALL)))
+    result = create_seakr_graph(
+        model, RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["answer"] == "1930"
+    assert result["text"] == reading
+
+
+def test_documents_reading_without_an_answer_is_forced() -> None:
+    documents = [
+        *_step(" Anna Berg was born in 1930.", SMALL),  # no answer: forced once more
+        *_step(" unknown", SMALL),  # the forced answer is unknown: it loses
+    ]
+    model = FakeTraceModel(_retrieving_script(documents))
+    result = create_seakr_graph(
+        model, RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    forced_prompt = str(model.calls[-1]["prompt"])
+    assert forced_prompt.startswith("Context:\n[1] " + PASSAGES[1])
+    assert forced_prompt.endswith("Answer: Anna Berg was born in 1930. So the answer is ")
+    assert result["answer"] == "1931"
+    assert result["counts"]["llm_calls"] == 8 * 3
+
+
+def test_only_the_rationale_answers_without_documents() -> None:
     script = [
         *_step(" So the answer is 1931.", SAME),
-        *_step(" unknown", SAME),  # the rationale's answer is unknown: it loses
+        *_step(" unknown", SAME),  # the rationale's answer is unknown, but it is the only one
     ]
     model = FakeTraceModel(script)
     result = create_seakr_graph(
         model, RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     assert result["retrievals"] == []
-    assert result["answer"] == "unknown"  # no documents were kept: the only candidate
+    assert result["answer"] == "unknown"
+
+
+def test_query_leaves_out_the_answer_phrase() -> None:
+    script = [
+        *_step(" So the answer is Anna Berg.", APART),  # uncertain: retrieve
+        *[r for _ in range(3) for r in _step(" So the answer is 1931.", SAME)],
+        *_step(" 1931.", SAME),
+        *_step(" So the answer is 1931.", SAME),
+    ]
+    retriever = RecordingRetriever()
+    result = create_seakr_graph(
+        FakeTraceModel(script), retriever, config=CONFIG, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert retriever.queries == ["Anna Berg."]
+    assert result["answer"] == "1931"
 
 
 def test_calibrate_delta() -> None:
@@ -151,13 +215,20 @@ def test_prompt_estimator_asks_the_model(reply: str, p: float, retrieves: bool) 
     script = [
         *_step(" So the answer is 1931.", SAME),
         check,
-        # with retrieval: three re-ranking candidates, then two final answers; else one
+        # with retrieval: three re-ranking candidates, then the rationale's answer and the
+        # documents' reading; else the rationale's answer only
         *[
             r
             for _ in range(3 * retrieves)
             for r in (*_step(" So the answer is 1931.", SAME), confident)
         ],
-        *[r for _ in range(1 + retrieves) for r in (*_step(" 1931.", SAME), confident)],
+        *_step(" 1931.", SAME),
+        confident,
+        *[
+            r
+            for _ in range(retrieves)
+            for r in (*_step(" So the answer is 1931.", SAME), confident)
+        ],
     ]
     model = FakeTraceModel(script)
     result = create_seakr_graph(
