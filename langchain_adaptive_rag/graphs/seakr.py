@@ -341,8 +341,10 @@ class SeaKRPolicy(Policy):
                 ctx, self._step_prompt(ctx, state, [*kept, doc]), self.remaining(state)
             )
             counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
-            if best is None or step.uncertainty < best[0]:
-                best = (step.uncertainty, rank, doc, step)
+            # an empty greedy step ranks last, as in the reference code
+            uncertainty = step.uncertainty if step.text.strip() else math.inf
+            if best is None or uncertainty < best[0]:
+                best = (uncertainty, rank, doc, step)
         if best is None:
             return {"docs": kept, "kept_docs": kept, "rerank_order": [], "counts": bump(counts)}
         _, rank, doc, step = best

@@ -161,6 +161,23 @@ def test_query_leaves_out_the_answer_phrase() -> None:
     assert result["answer"] == "1931"
 
 
+def test_an_empty_candidate_step_ranks_last() -> None:
+    script = [
+        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *_step("", SMALL),  # doc p0: no step at all, however certain its samples
+        *_step(" It is a film. X", APART),  # doc p1: kept
+        *_step(" It was made. X", APART),  # doc p2: same U, later rank
+        *_step(" So the answer is 1931.", SAME),
+        *_step(" 1931.", SAME),
+        *_step(" So the answer is 1931.", APART),
+    ]
+    result = create_seakr_graph(
+        FakeTraceModel(script), RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"][0]["rerank_order"] == [1]
+    assert result["answer"] == "1931"
+
+
 def test_calibrate_delta() -> None:
     values = [-8.0, -7.0, -6.0, -5.0, -4.0]
     assert calibrate_delta(values, 0.4) == pytest.approx(-5.6)
