@@ -13,8 +13,11 @@ Algorithm, one reasoning step (= one sentence):
    document, regenerate the step with it and measure ``U``; keep the single document of
    lowest ``U`` (documents accumulate, at most ``max_docs``);
 6. continue_generation: accept the step generated with the kept document;
-7. finalize (self-aware reasoning): answer once from the rationale and once from the kept
-   documents; the answer of lower ``U`` wins (empty or "unknown" answers lose).
+7. finalize (self-aware reasoning): read the rationale's steps as passages, and read the
+   kept documents, each time generating a whole answer; the answer of lower ``U`` wins
+   (empty or "unknown" answers lose).
+
+A step that gives the answer ends the reasoning without retrieval, whatever its ``U``.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from langchain_adaptive_rag.signals import (
     merge_tokens_into_words,
     multi_sample_perplexity,
     perplexity,
+    split_sentences,
     tokens_covering,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
@@ -151,6 +155,15 @@ class SeaKRConfig(GenerationConfig):
             if getattr(self, name) < 1:
                 msg = f"SeaKRConfig.{name} must be >= 1, got {getattr(self, name)}."
                 raise AdaptiveRAGError(msg)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    answer: str
+    uncertainty: float
+    text: str
+    calls: int
+    generated: int
 
 
 @dataclass(frozen=True)
@@ -286,12 +299,18 @@ class SeaKRPolicy(Policy):
         }
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """Retrieve when ``U > delta``; otherwise accept the greedy step."""
+        """Retrieve when ``U > delta``; otherwise accept the greedy step.
+
+        A step that gives the answer ("So the answer is ...") is accepted whatever its
+        ``U``, as in the reference code: the final answer's uncertainty is weighed by
+        self-aware reasoning in :meth:`finalize`, not by another retrieval.
+        """
         score = state.get("pending", {}).get("score")
         uncertainty = float(score) if isinstance(score, (int, float)) else math.inf
         step = state.get("step", 0) + 1
         kept_docs = len(state.get("kept_docs", []))
-        if uncertainty > self.config.delta and kept_docs < self.config.max_docs:
+        answers = ctx.prompts.answer_marker in state.get("draft", "").lower()
+        if uncertainty > self.config.delta and kept_docs < self.config.max_docs and not answers:
             return {
                 "route": "retrieve",
                 "step": step,
@@ -380,51 +399,68 @@ class SeaKRPolicy(Policy):
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Self-aware reasoning: the rationale's answer or the documents' answer, lower ``U``.
 
-        The rationale's answer is forced after the accepted steps; the documents' answer
-        comes from reading all kept documents anew: a whole answer is generated from them
-        (its own "So the answer is"; forced when it has none).
+        Both are read the same way, as in the reference code: the rationale's steps
+        (without its answer sentence), or the kept documents, are the prompt's context
+        passages, and a whole answer is generated from them (see :meth:`_read`).
         """
         counts = state.get("counts")
         rationale = self._rationale(ctx, state.get("text", ""))
-        step = self._sample(
-            ctx, self._answer_prompt(ctx, state, rationale, ()), self.config.forced_answer_tokens
-        )
-        counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
-        candidates = [
-            (step.text, step.uncertainty, rationale + ctx.prompts.forced_answer + step.text)
+        steps = [s.strip() for s in split_sentences(rationale) if s.strip()]
+        sources: list[Sequence[RetrievedDoc]] = [
+            [{"id": f"step-{i}", "text": step} for i, step in enumerate(steps, 1)]
         ]
-        kept = state.get("kept_docs", [])
-        if kept:
-            read = self._sample(
-                ctx,
-                self._answer_prompt(ctx, state, "", kept, forced=False),
-                self.config.generate_max_length,
-                stop=ctx.prompts.stop,
-            )
-            counts = bump(counts, llm_calls=read.calls, generated_tokens=read.generated)
-            answer = extract_answer(read.text, ctx.prompts.answer_marker)
-            if answer is not None:
-                candidates.append((answer, read.uncertainty, read.text))
-            else:
-                forced = self._sample(
-                    ctx,
-                    self._answer_prompt(ctx, state, read.text, kept),
-                    self.config.forced_answer_tokens,
-                )
-                counts = bump(counts, llm_calls=forced.calls, generated_tokens=forced.generated)
-                full = read.text + ctx.prompts.forced_answer + forced.text
-                candidates.append((forced.text, forced.uncertainty, full))
-        scored = []
-        for answer, uncertainty, full in candidates:
-            answer = answer.strip().rstrip(".").strip()
+        if state.get("kept_docs"):
+            sources.append(state.get("kept_docs", []))
+        scored: list[tuple[float, str, str]] = []
+        for docs in sources:  # the rationale first: it wins ties
+            reading = self._read(ctx, state, docs)
+            counts = bump(counts, llm_calls=reading.calls, generated_tokens=reading.generated)
+            answer = reading.answer.strip().rstrip(".").strip()
             unknown = not answer or answer.lower() in {"unknown", "i don't know"}
-            scored.append((math.inf if unknown else uncertainty, answer, full))
-        _, answer, full = min(scored, key=lambda r: r[0])  # ties: the rationale
+            scored.append((math.inf if unknown else reading.uncertainty, answer, reading.text))
+        _, answer, text = min(scored, key=lambda r: r[0])
         return {
             "answer": normalise_answer(answer, ctx.prompts.answer_kind),
-            "text": full,
+            "text": text,
             "counts": bump(counts),
         }
+
+    def _read(
+        self, ctx: RunContext, state: AdaptiveRAGState, docs: Sequence[RetrievedDoc]
+    ) -> _Reading:
+        """A whole answer generated from ``docs``; forced when it has no answer.
+
+        The answer's ``U`` is that of the generation that gave it (the forced one when
+        the whole answer had none).
+        """
+        prompts = ctx.prompts
+        read = self._sample(
+            ctx,
+            build_prompt(prompts, state["question"], "", docs, state.get("chat_history", [])),
+            self.config.generate_max_length,
+            stop=prompts.stop,
+        )
+        answer = extract_answer(read.text, prompts.answer_marker)
+        if answer is not None:
+            return _Reading(answer, read.uncertainty, read.text, read.calls, read.generated)
+        forced = self._sample(
+            ctx,
+            build_prompt(
+                prompts,
+                state["question"],
+                read.text + prompts.forced_answer,
+                docs,
+                state.get("chat_history", []),
+            ),
+            self.config.forced_answer_tokens,
+        )
+        return _Reading(
+            forced.text,
+            forced.uncertainty,
+            read.text + prompts.forced_answer + forced.text,
+            read.calls + forced.calls,
+            read.generated + forced.generated,
+        )
 
     def _rationale(self, ctx: RunContext, text: str) -> str:
         """The accepted steps without their own answer sentence."""
@@ -438,21 +474,6 @@ class SeaKRPolicy(Policy):
         if cut >= 0 and lead and rationale.lower().endswith(lead.lower()):
             rationale = rationale[: len(rationale) - len(lead)].rstrip()
         return rationale
-
-    def _answer_prompt(
-        self,
-        ctx: RunContext,
-        state: AdaptiveRAGState,
-        text: str,
-        docs: Sequence[RetrievedDoc],
-        *,
-        forced: bool = True,
-    ) -> str:
-        """The prompt that answers after ``text`` (with the forced answer when ``forced``)."""
-        continuation = text + ctx.prompts.forced_answer if forced else text
-        return build_prompt(
-            ctx.prompts, state["question"], continuation, docs, state.get("chat_history", [])
-        )
 
 
 def self_check_uncertainty(reply: GenerationTrace) -> float:

@@ -33,11 +33,12 @@ GUESS_PROOF = ("compositional", "inference")
 SEAKR_NOT_YET = pytest.mark.xfail(
     strict=True,
     reason=(
-        "SeaKR answers 3 of the 12 unknown-fact questions with the shipped toy model (delta "
-        "-4, calibrated on dev). Its self-aware re-ranking keeps one passage per retrieval "
-        "(the one of lowest uncertainty), which is often not the gold one, and its queries "
-        "(the greedy step's confident words) carry the name the draft invented. Strict: a "
-        "model or setting that passes removes the marker."
+        "SeaKR answers 2 of the 12 unknown-fact questions with the shipped toy model (delta "
+        "-4, calibrated on dev). The model writes a step from a look-alike passage as surely "
+        "as from the gold one, so self-aware re-ranking chooses among candidates whose U all "
+        "sit at the floor where the samples agree, and a second hop copied from the first "
+        "is just as sure, so it is not retrieved for. Strict: a model or setting that "
+        "passes removes the marker."
     ),
 )
 

@@ -44,13 +44,14 @@ def test_uncertainties_by_hand() -> None:
 
 
 def test_seakr_full_run() -> None:
+    rationale = " The film was directed by Anna Berg. So the answer is 1931."
     script = [
         *_step(" Blue Harbour was directed by Anna Berg. She", APART),  # uncertain: retrieve
         *_step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
         *_step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1: lowest U
         *_step(" It is a film. X", APART),  # rerank, doc p2
         *_step(" So the answer is 1931.", SAME),  # next step: certain, answered
-        *_step(" 1931.", SAME),  # finalize: answer from the rationale
+        *_step(rationale, SAME),  # finalize: reading the rationale
         *_step(" The film is by Anna Berg. So the answer is 1930.", APART),  # documents
     ]
     model = FakeTraceModel(script)
@@ -73,35 +74,38 @@ def test_seakr_full_run() -> None:
     assert model.calls[0]["n"] == 2 and model.calls[0]["include_greedy"] is True
     assert model.calls[0]["hidden_at"] == "eos" and model.calls[0]["hidden_layer"] == 1
     assert model.calls[0]["hidden_site"] == "mlp"
-    assert result["text"].startswith(" The film was directed by Anna Berg.")
     # self-aware reasoning: the rationale's answer (lower U) beats the documents' answer
     assert result["answer"] == "1931"
-    # the documents are read anew: a whole answer from the kept documents, ended by the
-    # prompts' stop strings, not at a sentence
+    assert result["text"] == rationale
+    # the rationale's steps, without the answer sentence, are read as passages
+    rationale_prompt = str(model.calls[-2]["prompt"])
+    assert rationale_prompt.startswith("Context:\n[1] The film was directed by Anna Berg.\n")
+    assert "[2]" not in rationale_prompt and "So the answer" not in rationale_prompt
+    # the kept documents are read anew; both readings generate a whole answer, ended by
+    # the prompts' stop strings, not at a sentence
     documents_prompt = str(model.calls[-1]["prompt"])
     assert documents_prompt.startswith("Context:\n[1] " + PASSAGES[1])
-    assert documents_prompt.endswith("Answer:")
-    assert model.calls[-1]["stop"] == ("\n",)
-    # the rationale is cut before its own "So the answer is", then forced once
-    rationale_prompt = str(model.calls[-2]["prompt"])
-    assert rationale_prompt.endswith("directed by Anna Berg. So the answer is ")
-    assert "So So" not in rationale_prompt
+    for prompt in (rationale_prompt, documents_prompt):
+        assert prompt.endswith("Answer:")
+    assert model.calls[-1]["stop"] == model.calls[-2]["stop"] == ("\n",)
+    assert model.calls[0]["stop"] == (". ", "\n")
     assert result["counts"]["llm_calls"] == 7 * 3
 
 
 SMALL = ((0.1, 0.0, 0.0, 0.0), (0.1, 0.0, 0.0, 0.0))  # consistent, and lower U than SAME
+RATIONALE = " The film was directed by Anna Berg. So the answer is 1931."
 
 
 def _retrieving_script(documents: list[ScriptedResponse]) -> list[ScriptedResponse]:
-    """One retrieval (document p1 kept), an answered step, the rationale's answer " 1931."
-    (consistent samples), then ``documents``: the reading of the kept documents."""
+    """One retrieval (document p1 kept), an answered step, the rationale's reading
+    (answer 1931, consistent samples), then ``documents``: the kept documents' reading."""
     return [
         *_step(" Blue Harbour was directed by Anna Berg. She", APART),
         *_step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
         *_step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1
         *_step(" It is a film. X", APART),  # rerank, doc p2
         *_step(" So the answer is 1931.", SAME),
-        *_step(" 1931.", SAME),
+        *_step(RATIONALE, SAME),
         *documents,
     ]
 
@@ -117,7 +121,7 @@ def test_documents_answer_wins_when_more_certain() -> None:
     assert result["text"] == reading
 
 
-def test_documents_reading_without_an_answer_is_forced() -> None:
+def test_a_reading_without_an_answer_is_forced() -> None:
     documents = [
         *_step(" Anna Berg was born in 1930.", SMALL),  # no answer: forced once more
         *_step(" unknown", SMALL),  # the forced answer is unknown: it loses
@@ -133,31 +137,34 @@ def test_documents_reading_without_an_answer_is_forced() -> None:
     assert result["counts"]["llm_calls"] == 8 * 3
 
 
-def test_only_the_rationale_answers_without_documents() -> None:
+def test_an_uncertain_answer_step_ends_without_retrieval() -> None:
     script = [
-        *_step(" So the answer is 1931.", SAME),
-        *_step(" unknown", SAME),  # the rationale's answer is unknown, but it is the only one
+        *_step(" So the answer is 1931.", APART),  # uncertain, but it answers
+        *_step(" So the answer is unknown.", SAME),  # reading the (empty) rationale
     ]
+    retriever = RecordingRetriever()
     model = FakeTraceModel(script)
-    result = create_seakr_graph(
-        model, RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
-    ).invoke({"question": QUESTION})
-    assert result["retrievals"] == []
-    assert result["answer"] == "unknown"
+    result = create_seakr_graph(model, retriever, config=CONFIG, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == [] and result["retrievals"] == []
+    # no step is left once the answer sentence is cut: the rationale is read closed-book
+    assert "Context:" not in str(model.calls[-1]["prompt"])
+    assert result["answer"] == "unknown"  # the only candidate, so it stands
 
 
 def test_query_leaves_out_the_answer_phrase() -> None:
     script = [
-        *_step(" So the answer is Anna Berg.", APART),  # uncertain: retrieve
+        *_step(" The answer was Anna Berg. X", APART),  # uncertain: retrieve
         *[r for _ in range(3) for r in _step(" So the answer is 1931.", SAME)],
-        *_step(" 1931.", SAME),
+        *_step(RATIONALE, SAME),
         *_step(" So the answer is 1931.", SAME),
     ]
     retriever = RecordingRetriever()
     result = create_seakr_graph(
         FakeTraceModel(script), retriever, config=CONFIG, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
-    assert retriever.queries == ["Anna Berg."]
+    assert retriever.queries == ["Anna Berg"]
     assert result["answer"] == "1931"
 
 
@@ -168,7 +175,7 @@ def test_an_empty_candidate_step_ranks_last() -> None:
         *_step(" It is a film. X", APART),  # doc p1: kept
         *_step(" It was made. X", APART),  # doc p2: same U, later rank
         *_step(" So the answer is 1931.", SAME),
-        *_step(" 1931.", SAME),
+        *_step(RATIONALE, SAME),
         *_step(" So the answer is 1931.", APART),
     ]
     result = create_seakr_graph(
@@ -203,17 +210,20 @@ def test_config_is_checked() -> None:
 def test_ablation_estimators_drive_the_decision(
     estimator: str, delta: float, expected: float
 ) -> None:
-    # every token has p = 0.25 and logsumexp 0: perplexity 4, LN-entropy ln 4, energy 0
-    text = " So the answer is 1931."
-    unsure = ScriptedResponse(text, logprobs=(math.log(0.25),) * 5)
+    # every token of the first step has p = 0.25 and logsumexp 0: perplexity 4, LN-entropy
+    # ln 4, energy 0; every later step is certain (p = 1) and answers
+    unsure = ScriptedResponse(" Anna Berg directed it. X", logprobs=(math.log(0.25),) * 5)
+    sure = ScriptedResponse(" So the answer is 1931.")
     config = SeaKRConfig(num_samples=2, delta=delta, hidden_layer=0, estimator=estimator)  # type: ignore[arg-type]
     retriever = RecordingRetriever()
+    # the step, three re-ranking candidates, the rationale's and the documents' readings
+    script = [unsure] * 3 + [sure] * 15
     result = create_seakr_graph(
-        FakeTraceModel([unsure] * 18), retriever, config=config, prompts=NO_SHOTS
+        FakeTraceModel(script), retriever, config=config, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     (event,) = result["retrievals"]  # the first step was uncertain by this estimator
     assert event["score"] == pytest.approx(expected)
-    assert result["answer"].endswith("1931")
+    assert result["answer"] == "1931"
 
 
 def test_self_check_uncertainty_by_hand() -> None:
@@ -229,23 +239,15 @@ def test_prompt_estimator_asks_the_model(reply: str, p: float, retrieves: bool) 
     config = SeaKRConfig(num_samples=2, delta=0.5, hidden_layer=0, estimator="prompt")
     check = ScriptedResponse(reply, logprobs=(math.log(p),))
     confident = ScriptedResponse(" Yes", logprobs=(0.0,))
+    answered = [*_step(" So the answer is 1931.", SAME), confident]
     script = [
-        *_step(" So the answer is 1931.", SAME),
+        *_step(" Anna Berg directed it. X", SAME),
         check,
-        # with retrieval: three re-ranking candidates, then the rationale's answer and the
-        # documents' reading; else the rationale's answer only
-        *[
-            r
-            for _ in range(3 * retrieves)
-            for r in (*_step(" So the answer is 1931.", SAME), confident)
-        ],
-        *_step(" 1931.", SAME),
-        confident,
-        *[
-            r
-            for _ in range(retrieves)
-            for r in (*_step(" So the answer is 1931.", SAME), confident)
-        ],
+        # with retrieval: three re-ranking candidates (the kept one answers), then the
+        # rationale's and the documents' readings; else the answer step, then the
+        # rationale's reading
+        *answered * (3 if retrieves else 1),
+        *answered * (2 if retrieves else 1),
     ]
     model = FakeTraceModel(script)
     result = create_seakr_graph(
@@ -253,12 +255,13 @@ def test_prompt_estimator_asks_the_model(reply: str, p: float, retrieves: bool) 
     ).invoke({"question": QUESTION})
     # the self-check sees the step prompt, the step and the question of the template
     assert str(model.calls[1]["prompt"]).endswith(
-        " So the answer is 1931." + config.self_check_template
+        " Anna Berg directed it." + config.self_check_template
     )
     assert len(result["retrievals"]) == int(retrieves)
     if retrieves:
         assert result["retrievals"][0]["score"] == pytest.approx(0.7)
         assert result["retrievals"][0]["threshold"] == 0.5
     assert result["answer"] == "1931"
-    # each step is 1 greedy + 2 samples + 1 self-check: 2 steps, or 1 + 3 candidates + 2
-    assert result["counts"]["llm_calls"] == 4 * (6 if retrieves else 2)
+    # each generation is 1 greedy + 2 samples + 1 self-check: the step, 3 candidates and
+    # 2 readings, or 2 steps and 1 reading
+    assert result["counts"]["llm_calls"] == 4 * (6 if retrieves else 3)

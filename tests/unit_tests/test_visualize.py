@@ -78,8 +78,8 @@ def seakr_record() -> RunRecord:
         *step(" The film was directed by Anna Berg. X", same),
         *step(" It is a film. X", apart),
         *step(" So the answer is 1931.", same),
-        *step(" 1931.", same),
-        *step(" 1930.", apart),
+        *step(seakr_script.RATIONALE, same),  # reading the rationale
+        *step(" So the answer is 1930.", apart),  # reading the kept document
     ]
     graph = create_seakr_graph(
         FakeTraceModel(script),
