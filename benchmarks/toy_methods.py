@@ -48,7 +48,7 @@ from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
 from langchain_adaptive_rag.toyworld.questions import QuestionCategory
 
 SWEEPS: dict[str, tuple[float, ...]] = {
-    "flare": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    "flare": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99),
     "dragin": (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
     "seakr": (-8.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0),
 }
