@@ -8,6 +8,14 @@ right about once in three. Measured on the evaluated world's unknown facts and o
 practice worlds of the kind training reads (disjoint and mixed name pools), so a gap
 on practice worlds means the lookup is not learned, not merely not transferred.
 
+A second table asks what SeaKR's self-aware re-ranking needs: after the accepted first
+step ("The film T was directed by X Y."), the second step is written from the gold
+passage, from the gold passage among two look-alikes that share the director's given or
+family name, from one such look-alike alone, and closed-book. Reported: how often the
+step gives the gold year, and how often every token of the step has probability >= 0.9
+(top-p 0.9 then keeps one token at each place, so all of SeaKR's samples agree and its
+``U`` sits at the floor).
+
 Usage: ``python benchmarks/toy_lookalike_reading.py [--model DIR] [--per-world N]``.
 """
 
@@ -46,6 +54,67 @@ def questions_of(world: ToyWorld, practice: bool, per_world: int) -> list[ToyQue
     return [
         q for q in evaluation_questions(world) if q.type == "compositional" and not q.answer_known
     ]
+
+
+def namesakes(person: str, passages: dict[str, str]) -> list[str]:
+    """Other people's passages whose subject shares the given or family name of ``person``."""
+    given, family = passages[person].split(" was born", 1)[0].split(" ", 1)
+    return [
+        i
+        for i in sorted(passages)
+        if i.startswith("person")
+        and i != person
+        and (
+            passages[i].startswith(given + " ")
+            or passages[i].split(" was born", 1)[0].endswith(" " + family)
+        )
+    ]
+
+
+def second_step(
+    model: torch.nn.Module, tokenizer: object, question: ToyQuestion, context: list[str]
+) -> tuple[str, float]:
+    """The greedy second step after the accepted first one, and its least token probability."""
+    prompt = qa_example(question, context, accepted_steps=1).prompt
+    step = greedy_answer(model, tokenizer, prompt).split(". ", 1)[0]
+    ids: list[int] = tokenizer(prompt)["input_ids"]  # type: ignore[operator]
+    full: list[int] = tokenizer(prompt + step)["input_ids"]  # type: ignore[operator]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([full])).logits[0, len(ids) - 1 : -1]
+    chosen = logits.softmax(-1).gather(1, torch.tensor(full[len(ids) :])[:, None])
+    return step, float(chosen.min()) if len(chosen) else 0.0
+
+
+def namesake_rows(model: torch.nn.Module, tokenizer: object, world: ToyWorld) -> None:
+    """Second steps of two-hop unknown-fact questions beside namesakes' passages."""
+    passages = {d.id or "": d.page_content for d in build_corpus(world)}
+    cases: dict[str, list[tuple[bool, bool]]] = {}
+    for question in questions_of(world, False, 0):
+        film, person = question.supporting_ids
+        alike = namesakes(person, passages)[:2]
+        if len(alike) < 2:
+            continue
+        contexts = {
+            "gold passage": [passages[person], passages[film]],
+            "gold + 2 namesakes": [
+                passages[alike[0]],
+                passages[person],
+                passages[alike[1]],
+                passages[film],
+            ],
+            "1 namesake alone": [passages[alike[0]], passages[film]],
+            "closed-book": [],
+        }
+        for label, context in contexts.items():
+            step, least = second_step(model, tokenizer, question, context)
+            cases.setdefault(label, []).append(
+                (f" {question.answer} " in f" {step} ", least >= 0.9)
+            )
+    print(f"\n{'second step from':<22} {'n':>4} {'gold year':>10} {'every token p >= 0.9':>21}")
+    for label, rows in cases.items():
+        right = sum(r for r, _ in rows) / len(rows)
+        sure = sum(s for _, s in rows) / len(rows)
+        print(f"{label:<22} {len(rows):>4} {right:>10.3f} {sure:>21.3f}")
 
 
 def main() -> None:
@@ -90,6 +159,7 @@ def main() -> None:
             f"{label:<28} {hops:<9} {len(alone):>4} {sum(alone) / len(alone):>11.3f}"
             f" {sum(mixed) / len(mixed):>16.3f}"
         )
+    namesake_rows(model, tokenizer, world)
     print(f"\n({time.time() - start:.0f}s)")
 
 
