@@ -11,7 +11,8 @@ Algorithm, one reasoning step (= one sentence):
    ``p >= 0.9``) or already in the question or the previous step;
 4. retrieve the BM25 top documents; 5. rerank (self-aware re-ranking): for each new
    document, regenerate the step with it and measure ``U``; keep the single document of
-   lowest ``U`` (documents accumulate, at most ``max_docs``);
+   lowest ``U``, the retriever's order breaking ties within ``rerank_margin``
+   (documents accumulate, at most ``max_docs``);
 6. continue_generation: accept the step generated with the kept document;
 7. finalize (self-aware reasoning): read the rationale's steps as passages, and read the
    kept documents, each time generating a whole answer; the answer of lower ``U`` wins
@@ -68,6 +69,7 @@ __all__ = [
     "SeaKRPolicy",
     "calibrate_delta",
     "create_seakr_graph",
+    "rerank_choice",
     "self_check_uncertainty",
 ]
 
@@ -148,6 +150,15 @@ class SeaKRConfig(GenerationConfig):
     question or the previous step)."""
     max_docs: int = 5
     """Documents kept at most (they accumulate across steps)."""
+    rerank_margin: float = 0.0
+    """Re-ranking ties: candidates whose ``U`` is within this margin of the lowest count as
+    tied, and the retriever's order breaks the tie. ``0`` is the reference code (a stable
+    sort on ``U``: only exact ties keep the retriever's order). When every sample of a
+    candidate agrees, the Gram matrix has rank one and ``U`` is
+    ``((k-1)/k) log alpha + (1/k) log(k |z_c|^2 + alpha)`` (``z_c`` the centred state):
+    candidates at that floor differ only by the norm of one hidden state, so a margin a
+    little above that spread keeps the retriever's order among them. Calibrate it like
+    ``delta`` (``benchmarks/toy_seakr_rerank.py`` does so for the toy model)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -155,6 +166,12 @@ class SeaKRConfig(GenerationConfig):
             if getattr(self, name) < 1:
                 msg = f"SeaKRConfig.{name} must be >= 1, got {getattr(self, name)}."
                 raise AdaptiveRAGError(msg)
+        if not self.rerank_margin >= 0.0:
+            msg = (
+                f"SeaKRConfig.rerank_margin must be >= 0 (a tolerance on U), got "
+                f"{self.rerank_margin}."
+            )
+            raise AdaptiveRAGError(msg)
 
 
 @dataclass(frozen=True)
@@ -347,26 +364,28 @@ class SeaKRPolicy(Policy):
         return " ".join(chosen) or state["question"]
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """Keep the retrieved document whose step is generated with the lowest ``U``."""
+        """Keep the retrieved document whose step is generated with the lowest ``U``.
+
+        Candidates within ``rerank_margin`` of the lowest ``U`` are tied, and the first of
+        them in the retriever's order is kept (see :func:`rerank_choice`).
+        """
         kept = list(state.get("kept_docs", []))
         known = {d["id"] for d in kept}
         candidates = [
             (rank, d) for rank, d in enumerate(state.get("docs", [])) if d["id"] not in known
         ]
         counts = state.get("counts")
-        best: tuple[float, int, RetrievedDoc, _Step] | None = None
+        read: list[tuple[float, int, RetrievedDoc, _Step]] = []
         for rank, doc in candidates:
             step = self._sample(
                 ctx, self._step_prompt(ctx, state, [*kept, doc]), self.remaining(state)
             )
             counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
             # an empty greedy step ranks last, as in the reference code
-            uncertainty = step.uncertainty if step.text.strip() else math.inf
-            if best is None or uncertainty < best[0]:
-                best = (uncertainty, rank, doc, step)
-        if best is None:
+            read.append((step.uncertainty if step.text.strip() else math.inf, rank, doc, step))
+        if not read:
             return {"docs": kept, "kept_docs": kept, "rerank_order": [], "counts": bump(counts)}
-        _, rank, doc, step = best
+        _, rank, doc, step = read[rerank_choice([r[0] for r in read], self.config.rerank_margin)]
         kept = [*kept, doc][-self.config.max_docs :]
         return {
             "docs": kept,
@@ -474,6 +493,26 @@ class SeaKRPolicy(Policy):
         if cut >= 0 and lead and rationale.lower().endswith(lead.lower()):
             rationale = rationale[: len(rationale) - len(lead)].rstrip()
         return rationale
+
+
+def rerank_choice(uncertainties: Sequence[float], margin: float = 0.0) -> int:
+    """Which candidate self-aware re-ranking keeps.
+
+    Args:
+        uncertainties: ``U`` of the step generated with each candidate document, in the
+            retriever's order (``inf`` for a candidate whose step is empty).
+        margin: Candidates within ``margin`` of the lowest ``U`` count as tied (see
+            :attr:`SeaKRConfig.rerank_margin`).
+
+    Returns:
+        The index of the first candidate, in the retriever's order, whose ``U`` is at most
+        the lowest ``U`` plus ``margin`` (the first candidate when every step is empty).
+    """
+    if not uncertainties:
+        msg = "rerank_choice needs at least one candidate's uncertainty, got none."
+        raise AdaptiveRAGError(msg)
+    bound = min(uncertainties) + margin
+    return next(i for i, u in enumerate(uncertainties) if u <= bound)
 
 
 def self_check_uncertainty(reply: GenerationTrace) -> float:

@@ -12,6 +12,7 @@ from langchain_adaptive_rag.graphs.seakr import (
     SeaKRConfig,
     calibrate_delta,
     create_seakr_graph,
+    rerank_choice,
     self_check_uncertainty,
 )
 from langchain_adaptive_rag.prompts import QAPrompts
@@ -185,6 +186,48 @@ def test_an_empty_candidate_step_ranks_last() -> None:
     assert result["answer"] == "1931"
 
 
+def test_rerank_choice_by_hand() -> None:
+    floor = [-4.70, -4.76, -4.73]  # retriever order
+    assert rerank_choice(floor) == 1  # the reference code: lowest U
+    assert rerank_choice(floor, 0.05) == 1  # bound -4.71: p0 is out, p1 comes first
+    assert rerank_choice(floor, 0.1) == 0  # all three tied: the retriever's first
+    assert rerank_choice([-3.0, -3.0]) == 0  # exact ties keep the retriever's order
+    assert rerank_choice([math.inf, -3.0], 100.0) == 1  # an empty step is never tied
+    assert rerank_choice([math.inf, math.inf]) == 0
+    with pytest.raises(AdaptiveRAGError, match="got none"):
+        rerank_choice([])
+
+
+# Every sample agrees (Gram of rank one, eigenvalue k |z|^2 = 1.5 for SAME), but p0's
+# hidden state is twice as long as p1's: U differs by (ln(6 + a) - ln(1.5 + a)) / 2 = 0.69
+# through the norm alone.
+SAME_LONG = tuple(tuple(2 * x for x in row) for row in SAME)
+U_SAME_LONG = gram_uncertainty(np.array(SAME_LONG))
+
+
+@pytest.mark.parametrize(("margin", "kept"), [(0.0, 1), (0.5, 1), (1.0, 0)])
+def test_rerank_margin_keeps_the_retriever_order_among_near_ties(margin: float, kept: int) -> None:
+    assert pytest.approx((math.log(6.001) - math.log(1.501)) / 2) == U_SAME_LONG - U_SAME
+    script = [
+        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *_step(" The film was directed by Anna Berg. X", SAME_LONG),  # p0
+        *_step(" The film was directed by Carl Lind. X", SAME),  # p1: lowest U
+        *_step(" It is a film. X", APART),  # p2
+        *_step(" So the answer is 1931.", SAME),
+        *_step(RATIONALE, SAME),
+        *_step(" So the answer is 1931.", APART),
+    ]
+    config = SeaKRConfig(num_samples=2, delta=-2.0, hidden_layer=1, rerank_margin=margin)
+    model = FakeTraceModel(script)
+    result = create_seakr_graph(
+        model, RecordingRetriever(), config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    (event,) = result["retrievals"]
+    assert event["rerank_order"] == [kept]
+    # the kept document is the one the next step reads
+    assert f"[1] {PASSAGES[kept]}" in str(model.calls[4]["prompt"])
+
+
 def test_calibrate_delta() -> None:
     values = [-8.0, -7.0, -6.0, -5.0, -4.0]
     assert calibrate_delta(values, 0.4) == pytest.approx(-5.6)
@@ -196,6 +239,9 @@ def test_calibrate_delta() -> None:
 def test_config_is_checked() -> None:
     with pytest.raises(AdaptiveRAGError, match="num_samples must be >= 1, got 0"):
         SeaKRConfig(num_samples=0)
+    for margin in (-0.1, math.nan):
+        with pytest.raises(AdaptiveRAGError, match="rerank_margin must be >= 0"):
+            SeaKRConfig(rerank_margin=margin)
 
 
 @pytest.mark.parametrize(
