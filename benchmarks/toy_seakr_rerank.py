@@ -7,7 +7,8 @@ candidates are decided by noise; ``SeaKRConfig.rerank_margin`` counts candidates
 the margin of the lowest ``U`` as tied and keeps the retriever's order among them
 (margin 0 is the reference code: a stable sort on ``U``).
 
-For each margin, SeaKR (``TOY_CONFIGS["seakr"]`` otherwise) answers the dev questions of
+For each margin, SeaKR (``TOY_CONFIGS["seakr"]`` otherwise, ``--delta`` to change its
+threshold) answers the dev questions of
 the harness's split (``split_dev_test``, seed 0); reported: EM, EM on the unknown-fact
 questions, retrievals per question, and, over the retrievals whose candidates held a gold
 passage, the share that kept a gold one (with the ratio to margin 0, measured in the same
@@ -16,6 +17,7 @@ the test questions.
 
 Run:
     python benchmarks/toy_seakr_rerank.py [--margins 0,0.1,0.2,0.3,0.5,1] [--dev-limit N]
+        [--delta D]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 import torch
 from langchain_core.retrievers import BaseRetriever
 
+from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.policy import TraceModel
 from langchain_adaptive_rag.toyworld import (
     load_toy_model,
@@ -63,9 +66,12 @@ def _run(
     retriever: BaseRetriever,
     questions: Sequence[ToyQuestion],
     margin: float,
+    delta: float,
     gold: dict[str, set[str]],
 ) -> tuple[dict[str, float], float]:
-    config = dataclasses.replace(TOY_CONFIGS["seakr"], rerank_margin=margin)
+    shipped = TOY_CONFIGS["seakr"]
+    assert isinstance(shipped, SeaKRConfig)
+    config = dataclasses.replace(shipped, rerank_margin=margin, delta=delta)
     start = time.perf_counter()
     results = run_method(model, retriever, "seakr", questions, config=config)
     return _row(results, gold), time.perf_counter() - start
@@ -75,7 +81,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--margins", default="0,0.1,0.2,0.3,0.5,1", help="comma-separated")
     parser.add_argument("--dev-limit", type=int, default=0, help="dev questions (0: all)")
+    parser.add_argument(
+        "--delta", type=float, default=None, help="SeaKR delta (default: TOY_CONFIGS's)"
+    )
     args = parser.parse_args()
+    shipped = TOY_CONFIGS["seakr"]
+    assert isinstance(shipped, SeaKRConfig)
+    delta = shipped.delta if args.delta is None else args.delta
     torch.set_num_threads(2)
     model = load_toy_model()
     retriever = toy_retriever(k=3)
@@ -89,7 +101,9 @@ def main() -> None:
     dev = [q for q in questions if q.id in dev_ids][: args.dev_limit or None]
     test = [q for q in questions if q.id in test_ids]
     gold = {q.id: set(q.supporting_ids) for q in questions}
-    print(f"SeaKR on the toy world: {len(dev)} dev and {len(test)} test questions\n")
+    print(
+        f"SeaKR (delta {delta:g}) on the toy world: {len(dev)} dev and {len(test)} test questions\n"
+    )
     print(
         "| margin | dev EM | EM unknown | retrievals/q | kept a gold passage "
         "| vs margin 0 | retrievals with gold | s |"
@@ -97,7 +111,7 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = {}
     for margin in margins:
-        row, seconds = _run(model, retriever, dev, margin, gold)
+        row, seconds = _run(model, retriever, dev, margin, delta, gold)
         rows[margin] = row
         ratio = row["kept_gold"] / rows[0.0]["kept_gold"] if rows[0.0]["kept_gold"] else 0.0
         print(
@@ -111,7 +125,7 @@ def main() -> None:
     print("| margin | test EM | EM unknown | retrievals/q | kept a gold passage | s |")
     print("|---:|---:|---:|---:|---:|---:|")
     for margin in sorted({0.0, chosen}):
-        row, seconds = _run(model, retriever, test, margin, gold)
+        row, seconds = _run(model, retriever, test, margin, delta, gold)
         print(
             f"| {margin:g} | {row['em']:.3f} | {row['em_unknown']:.3f} | "
             f"{row['retrievals']:.2f} | {row['kept_gold']:.3f} | {seconds:.0f} |",

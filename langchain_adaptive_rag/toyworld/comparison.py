@@ -47,14 +47,22 @@ TOY_CONFIGS: dict[str, GenerationConfig] = {
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
     "flare": FLAREConfig(generate_max_length=48, theta=0.9, beta=0.4),
     "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6),
-    "seakr": SeaKRConfig(generate_max_length=48, num_samples=8, hidden_layer=1, delta=-4.0),
+    "seakr": SeaKRConfig(
+        generate_max_length=48, num_samples=8, hidden_layer=1, delta=-8.0, rerank_margin=0.3
+    ),
     "vanilla": TAAREConfig(generate_max_length=48),
     "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026"),
 }
 """Each method's configuration for the toy model: the answer budget fits the toy answers
 (at most about 40 tokens), FL-RAG retrieves every 8 tokens (a toy sentence is about that
 long), and the thresholds (FLARE ``theta``, DRAGIN ``theta``, SeaKR ``delta``) are the
-values ``benchmarks/toy_methods.py`` chooses on the dev questions for the shipped model."""
+values ``benchmarks/toy_methods.py`` chooses on the dev questions for the shipped model.
+SeaKR's ``rerank_margin`` (0.3) is the smallest margin of best dev EM in
+``benchmarks/toy_seakr_rerank.py``: the toy model's confident candidates all sit at the
+``U`` floor (about -4.8 for ``k = 8``), where they differ by 0.01-0.1. With it, SeaKR's
+calibrated ``delta`` (-8) is below that floor, so on the toy model SeaKR retrieves at every
+step: its ``U`` does not tell a step the model copied from the wrong sentence from one it
+read right, and retrieving with re-ranking answers best."""
 
 
 @dataclass(frozen=True)
