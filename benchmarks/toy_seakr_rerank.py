@@ -66,12 +66,10 @@ def _run(
     retriever: BaseRetriever,
     questions: Sequence[ToyQuestion],
     margin: float,
-    delta: float,
+    base: SeaKRConfig,
     gold: dict[str, set[str]],
 ) -> tuple[dict[str, float], float]:
-    shipped = TOY_CONFIGS["seakr"]
-    assert isinstance(shipped, SeaKRConfig)
-    config = dataclasses.replace(shipped, rerank_margin=margin, delta=delta)
+    config = dataclasses.replace(base, rerank_margin=margin)
     start = time.perf_counter()
     results = run_method(model, retriever, "seakr", questions, config=config)
     return _row(results, gold), time.perf_counter() - start
@@ -88,6 +86,7 @@ def main() -> None:
     shipped = TOY_CONFIGS["seakr"]
     assert isinstance(shipped, SeaKRConfig)
     delta = shipped.delta if args.delta is None else args.delta
+    base = dataclasses.replace(shipped, delta=delta)
     torch.set_num_threads(2)
     model = load_toy_model()
     retriever = toy_retriever(k=3)
@@ -111,7 +110,7 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = {}
     for margin in margins:
-        row, seconds = _run(model, retriever, dev, margin, delta, gold)
+        row, seconds = _run(model, retriever, dev, margin, base, gold)
         rows[margin] = row
         ratio = row["kept_gold"] / rows[0.0]["kept_gold"] if rows[0.0]["kept_gold"] else 0.0
         print(
@@ -125,7 +124,7 @@ def main() -> None:
     print("| margin | test EM | EM unknown | retrievals/q | kept a gold passage | s |")
     print("|---:|---:|---:|---:|---:|---:|")
     for margin in sorted({0.0, chosen}):
-        row, seconds = _run(model, retriever, test, margin, delta, gold)
+        row, seconds = _run(model, retriever, test, margin, base, gold)
         print(
             f"| {margin:g} | {row['em']:.3f} | {row['em_unknown']:.3f} | "
             f"{row['retrievals']:.2f} | {row['kept_gold']:.3f} | {seconds:.0f} |",
