@@ -39,7 +39,11 @@ from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
-from langchain_adaptive_rag.retrievers import BM25Retriever, create_bm25_retriever
+from langchain_adaptive_rag.retrievers import (
+    BM25Retriever,
+    create_bm25_retriever,
+    load_bm25_retriever,
+)
 
 __all__ = [
     "AVAILABLE_METHODS",
@@ -74,6 +78,7 @@ __all__ = [
     "create_vanilla_graph",
     "dataset_prompts",
     "get_token_signals",
+    "load_bm25_retriever",
     "load_exemplars",
 ]
 

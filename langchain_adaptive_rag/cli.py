@@ -16,6 +16,7 @@ from langchain_adaptive_rag.chat_models import ChatTransformers
 from langchain_adaptive_rag.evaluation.cli import add_eval_commands
 from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method
+from langchain_adaptive_rag.retrievers.cli import add_index_command
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
 
 if TYPE_CHECKING:
@@ -234,6 +235,7 @@ def _parser() -> argparse.ArgumentParser:
     signals.add_argument("--prompt", default=DEMO_PROMPT, help="completion prompt")
     signals.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate")
     add_eval_commands(commands)
+    add_index_command(commands)
     return parser
 
 

@@ -54,7 +54,6 @@ from langchain_adaptive_rag.evaluation.summary import (
 )
 from langchain_adaptive_rag.exemplars import PromptDataset
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag_graph
-from langchain_adaptive_rag.retrievers import create_bm25_retriever
 
 __all__ = [
     "add_eval_commands",
@@ -127,6 +126,11 @@ def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) 
             "passages to retrieve from (DPR TSV or JSON lines); default: the passages the "
             "data file gives with its questions (HotpotQA/2Wiki paragraphs), pooled"
         ),
+    )
+    parser.add_argument(
+        "--index",
+        metavar="DIR",
+        help="a saved BM25 index to retrieve from (built by: adaptive-rag index CORPUS --out DIR)",
     )
     parser.add_argument(
         "--aliases", metavar="FILE", help="2WikiMultihopQA id_aliases.json (more gold answers)"
@@ -242,6 +246,7 @@ def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) ->
         args.data,
         model=args.model,
         corpus=args.corpus,
+        index=args.index,
         aliases=args.aliases,
         limit=args.limit,
         overrides=args.config,
@@ -276,7 +281,7 @@ def _describe_setup(setup: EvalSetup) -> None:
     settings = setup.settings
     print(
         f"{setup.method} on {settings.dataset}: {len(setup.examples)} questions from "
-        f"{settings.data_file}; {len(setup.passages)} passages ({settings.corpus}); "
+        f"{settings.data_file}; {setup.retriever.index.size} passages ({settings.corpus}); "
         f"prompts {settings.prompts}; model {settings.model}"
     )
     config = ", ".join(f"{key}={value}" for key, value in settings.config.items())
@@ -303,7 +308,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             print("every question is already answered; the model is not loaded")
             report = None
         else:
-            retriever = create_bm25_retriever(setup.passages, k=setup.config.retrieve_topk)
+            retriever = setup.retriever
             model = load_chat_model(args.model, device=args.device, dtype=args.dtype)
             graph = create_adaptive_rag_graph(
                 model, retriever, setup.method, config=setup.config, prompts=setup.prompts
@@ -372,7 +377,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
     try:
         setup = _prepare(args, threshold_field=field)
         _describe_setup(setup)
-        retriever = create_bm25_retriever(setup.passages, k=setup.config.retrieve_topk)
+        retriever = setup.retriever
         model = load_chat_model(args.model, device=args.device, dtype=args.dtype)
         points = calibrate_threshold(
             setup.method,

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
-from langchain_core.documents import Document
-
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.corpus import iter_passages
 from langchain_adaptive_rag.evaluation.datasets import Example, canonical_dataset_name, load_dataset
@@ -27,6 +25,11 @@ from langchain_adaptive_rag.exemplars import (
 from langchain_adaptive_rag.graphs import Method
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrievers import (
+    BM25Retriever,
+    create_bm25_retriever,
+    load_bm25_retriever,
+)
 
 if TYPE_CHECKING:
     from langchain_adaptive_rag.chat_models import ChatTransformers
@@ -66,8 +69,8 @@ class EvalSetup:
     """The method."""
     examples: list[Example]
     """The questions to answer (after ``limit``)."""
-    passages: list[Document]
-    """The corpus."""
+    retriever: BM25Retriever
+    """BM25 over the corpus (in memory, or memory-mapped from ``--index``)."""
     config: GenerationConfig
     """The method config."""
     prompts: QAPrompts | None
@@ -122,6 +125,7 @@ def prepare_evaluation(
     *,
     model: str,
     corpus: PathLike | None = None,
+    index: PathLike | None = None,
     aliases: PathLike | None = None,
     limit: int | None = None,
     overrides: Sequence[str] = (),
@@ -142,7 +146,10 @@ def prepare_evaluation(
         dataset: The dataset name (see ``canonical_dataset_name``).
         data: The dataset file.
         model: The model's hub id or directory (recorded in the settings only).
-        corpus: A passage file (DPR TSV or JSON lines); default: the data file's passages.
+        corpus: A passage file (DPR TSV or JSON lines), indexed in memory for this run;
+            default: the data file's passages.
+        index: A saved BM25 index directory (``adaptive-rag index``), memory-mapped; the
+            way to retrieve from DPR's 21M passages.
         aliases: 2WikiMultihopQA ``id_aliases.json``.
         limit: Answer only the first ``limit`` questions.
         overrides: ``key=value`` config values (see ``parse_config_overrides``).
@@ -179,8 +186,18 @@ def prepare_evaluation(
         else dataset_prompts(cast(PromptDataset, prompts_name))
     )
     config = _build_config(method, prompts_name, overrides, k, threshold_field)
-    if corpus is not None:
-        passages = list(iter_passages(corpus))
+    if corpus is not None and index is not None:
+        msg = (
+            "Received both --corpus and --index; they name the passages to retrieve from. "
+            "Fix: give only one (--index for a saved index, --corpus to index a file now)."
+        )
+        raise AdaptiveRAGError(msg)
+    top_k = config.retrieve_topk
+    if index is not None:
+        retriever = load_bm25_retriever(index, k=top_k)
+        corpus_label = f"BM25 index {_resolved(index)}"
+    elif corpus is not None:
+        retriever = create_bm25_retriever(list(iter_passages(corpus)), k=top_k, index_title=True)
         corpus_label = _resolved(corpus)
     else:
         passages = example_passages(pool)
@@ -189,9 +206,10 @@ def prepare_evaluation(
             msg = (
                 f"The {dataset} file {str(data)!r} gives no passages with its questions, "
                 "and no corpus was given. Expected a corpus to retrieve from. Fix: pass "
-                "--corpus FILE (DPR psgs_w100.tsv or passage JSON lines)."
+                "--corpus FILE (DPR psgs_w100.tsv or passage JSON lines) or --index DIR."
             )
             raise AdaptiveRAGError(msg)
+        retriever = create_bm25_retriever(passages, k=top_k, index_title=True)
     settings = RunSettings(
         method=method,
         dataset=dataset,
@@ -202,7 +220,7 @@ def prepare_evaluation(
         prompts=prompts_name,
         limit=limit,
     )
-    return EvalSetup(method, examples, passages, config, prompt_set, settings)
+    return EvalSetup(method, examples, retriever, config, prompt_set, settings)
 
 
 def load_chat_model(

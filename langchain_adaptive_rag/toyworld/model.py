@@ -9,7 +9,7 @@ from typing import Literal
 from langchain_core.documents import Document
 
 from langchain_adaptive_rag.chat_models import ChatTransformers
-from langchain_adaptive_rag.retrievers import BM25Retriever, create_bm25_retriever
+from langchain_adaptive_rag.retrievers import BM25Analyzer, BM25Retriever, create_bm25_retriever
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
 from langchain_adaptive_rag.toyworld.questions import ToyQuestion, evaluation_questions
 from langchain_adaptive_rag.toyworld.world import ToyWorld, generate_world
@@ -47,8 +47,12 @@ def toy_questions(seed: int = TOY_SEED) -> list[ToyQuestion]:
     return evaluation_questions(toy_world(seed))
 
 
+TOY_ANALYZER = BM25Analyzer(stemmer=None, stopwords="spacy")
+"""The toy retriever's analyzer: unstemmed, spaCy's stop words."""
+
+
 def toy_retriever(k: int = 3, *, seed: int = TOY_SEED) -> BM25Retriever:
-    """BM25 over the toy corpus.
+    """BM25 over the toy corpus, unstemmed (the toy world's thresholds were calibrated so).
 
     Args:
         k: Passages per query.
@@ -57,7 +61,7 @@ def toy_retriever(k: int = 3, *, seed: int = TOY_SEED) -> BM25Retriever:
     Returns:
         The retriever.
     """
-    return create_bm25_retriever(toy_corpus(seed), k=k)
+    return create_bm25_retriever(toy_corpus(seed), k=k, analyzer=TOY_ANALYZER)
 
 
 def load_toy_model(

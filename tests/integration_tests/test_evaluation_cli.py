@@ -113,3 +113,65 @@ def test_eval_resume_compare_and_calibrate(
     table = capsys.readouterr().out.splitlines()
     assert table[2].startswith("| dragin | dragin | hotpotqa | 3 |")
     assert table[3].startswith("| theta=0.9 | flare | hotpotqa | 2 |")
+
+
+def _passages_file(path: Path) -> Path:
+    lines = []
+    for question in HOTPOT:
+        for i, (title, sentences) in enumerate(question["context"]):  # type: ignore[misc]
+            passage = {"id": f"{question['_id']}-{i}", "title": title, "text": " ".join(sentences)}
+            lines.append(json.dumps(passage))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_index_then_eval_from_the_index_equals_eval_from_the_corpus(
+    llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "hotpot_dev.json"
+    data.write_text(json.dumps(HOTPOT))
+    corpus = _passages_file(tmp_path / "passages.jsonl")
+    index = tmp_path / "index"
+    assert cli(["index", str(corpus), "--out", str(index), "--no-progress"]) == 0
+    assert "indexed 6 passages" in capsys.readouterr().out
+    assert json.loads((index / "manifest.json").read_text())["num_passages"] == 6
+
+    def run(source: list[str], out: Path) -> list[dict[str, object]]:
+        argv = ["eval", "--method", "flare", "--dataset", "hotpotqa", "--data", str(data)]
+        argv += ["--model", str(llama_dir), "--prompts", "default", *source, "--no-progress"]
+        argv += ["--config", "generate_max_length=8", "theta=0.9", "--out", str(out)]
+        assert cli(argv) == 0
+        lines = (out / "results.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    from_index = run(["--index", str(index)], tmp_path / "from-index")
+    assert f"6 passages (BM25 index {index.resolve()})" in capsys.readouterr().out
+    from_corpus = run(["--corpus", str(corpus)], tmp_path / "from-corpus")
+    assert any(record["retrievals"] for record in from_index)
+    for a, b in zip(from_index, from_corpus, strict=True):
+        assert (a["id"], a["prediction"]) == (b["id"], b["prediction"])
+        assert [e["doc_ids"] for e in a["retrievals"]] == [e["doc_ids"] for e in b["retrievals"]]
+
+
+def test_index_and_eval_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["index", str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "ix")]) == 2
+    assert "missing.tsv' does not exist" in capsys.readouterr().err
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("id\ttext\ttitle\n1\tCarl Lind was born in Oslo.\tCarl Lind\n2\tno title\n")
+    assert cli(["index", str(bad), "--out", str(tmp_path / "ix"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.tsv" in err and "line 3" in err and "2 tab-separated columns" in err
+    assert not (tmp_path / "ix").exists()
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    good = _passages_file(tmp_path / "p.jsonl")
+    assert cli(["index", str(good), "--out", str(taken), "--no-progress"]) == 2
+    assert "is a file" in capsys.readouterr().err
+    data = tmp_path / "hotpot_dev.json"
+    data.write_text(json.dumps(HOTPOT))
+    argv = ["eval", "--method", "dragin", "--dataset", "hotpotqa", "--data", str(data)]
+    argv += ["--model", "unused", "--out", str(tmp_path / "run")]
+    assert cli([*argv, "--index", str(tmp_path / "nowhere")]) == 2
+    assert "BM25 index directory" in capsys.readouterr().err
+    assert cli([*argv, "--index", str(tmp_path), "--corpus", str(good)]) == 2
+    assert "both --corpus and --index" in capsys.readouterr().err

@@ -716,7 +716,8 @@ def test_prepare_evaluation_defaults(hotpot_file: Path, tmp_path: Path) -> None:
     assert isinstance(setup.config, DRAGINConfig)
     assert setup.config.generate_max_length == 100  # the DRAGIN config's HotpotQA budget
     assert setup.config.retrieve_topk == 2
-    assert [d.id for d in setup.passages] == ["h1-0"]
+    assert [d.id for d in setup.retriever.documents] == ["h1-0"]
+    assert setup.retriever.k == 2 and setup.retriever.index.index_title
     assert setup.settings.corpus == f"passages of {hotpot_file.resolve()}"
     assert setup.settings.model == "org/model"
     ta_are = prepare_evaluation(
@@ -731,6 +732,7 @@ def test_prepare_evaluation_defaults(hotpot_file: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "p1", "title": "Oslo", "text": "Oslo is in Norway."}\n')
     setup = prepare_evaluation("single_round", "nq", nq, model="m", corpus=corpus)
-    assert setup.settings.prompts == "simple_qa" and [d.id for d in setup.passages] == ["p1"]
+    assert setup.settings.prompts == "simple_qa"
+    assert [d.id for d in setup.retriever.documents] == ["p1"]
     with pytest.raises(AdaptiveRAGError, match="prompts='wiki'"):
         prepare_evaluation("single_round", "nq", nq, model="m", corpus=corpus, prompts="wiki")

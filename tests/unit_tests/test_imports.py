@@ -37,6 +37,7 @@ EXPECTED_ALL = [
     "create_vanilla_graph",
     "dataset_prompts",
     "get_token_signals",
+    "load_bm25_retriever",
     "load_exemplars",
 ]
 
