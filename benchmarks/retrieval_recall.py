@@ -4,7 +4,9 @@ The corpus is the 41,417-passage mix of ``shared/data/corpus`` (SQuAD, HotpotQA 
 paragraphs, DPR wiki passages, RetrievalQA snippets); the gold passages come from its qrels.
 Each question is the query. Two recalls per k: ``recall@k`` is the mean fraction of a
 question's gold passages in its top k; ``all@k`` is the fraction of questions with every
-gold passage in the top k (a multi-hop question needs both of its paragraphs).
+gold passage in the top k (a multi-hop question needs both of its paragraphs). The same
+corpus is indexed twice in one run, without and with English stemming (PyStemmer), and
+the R@3 ratio stemmed / unstemmed is printed for each dataset.
 
 Run:
     python benchmarks/retrieval_recall.py [--data ../shared/data] [--squad-limit 2000]
@@ -18,12 +20,10 @@ import statistics
 import time
 from pathlib import Path
 
-from langchain_core.documents import Document
-
 from langchain_adaptive_rag.evaluation import iter_passages, load_dataset, load_qrels
-from langchain_adaptive_rag.retrievers import create_bm25_retriever
+from langchain_adaptive_rag.retrievers import BM25Analyzer, BM25Retriever, create_bm25_retriever
 
-KS = (1, 2, 5, 10, 20)
+KS = (1, 2, 3, 5, 10, 20)
 SETS = (
     ("hotpotqa", "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl", "hotpotqa"),
     ("2wikimultihopqa", "2wikimultihopqa/2wiki_adarag_dev500_ctx.jsonl", "2wikimultihopqa"),
@@ -50,31 +50,42 @@ def main() -> None:
         raise SystemExit(f"{corpus_file} not found: pass --data or set ADAPTIVE_RAG_DATA.")
 
     start = time.perf_counter()
-    passages = [
-        doc
-        if args.no_title
-        else Document(
-            page_content=f"{doc.metadata.get('title', '')}. {doc.page_content}",
-            metadata=doc.metadata,
-        )
-        for doc in iter_passages(corpus_file)
-    ]
+    passages = list(iter_passages(corpus_file))
     loaded = time.perf_counter() - start
-    start = time.perf_counter()
-    retriever = create_bm25_retriever(passages, k=max(KS), backend="sparse")
-    indexed = time.perf_counter() - start
-    print(
-        f"corpus: {len(passages):,} passages ({'text' if args.no_title else 'title + text'}), "
-        f"read in {loaded:.1f} s, BM25 (sparse backend, Lucene idf) indexed in {indexed:.1f} s\n"
-    )
-
-    header = " | ".join(f"R@{k}" for k in KS) + " | " + " | ".join(f"all@{k}" for k in KS)
-    print(f"| dataset | questions | golds/q | {header} | query p50 ms | p95 ms |")
-    print("|---|---|---|" + "---|" * (2 * len(KS) + 2))
+    sets = []
     for name, path, qrels_name in SETS:
         qrels = load_qrels(data / "corpus" / _qrels_file(qrels_name), dataset=qrels_name)
         limit = args.squad_limit if name == "squad" else None
         examples = [e for e in load_dataset(name, data / path, limit=limit) if e.id in qrels]
+        sets.append((name, examples, qrels))
+    print(
+        f"corpus: {len(passages):,} passages ({'text' if args.no_title else 'title + text'}), "
+        f"read in {loaded:.1f} s; BM25 (bm25s, Lucene idf, k1 1.2, b 0.75)\n"
+    )
+    at3: dict[str, dict[str, float]] = {}
+    for label, analyzer in (
+        ("no stemming", BM25Analyzer(stemmer=None)),
+        ("English stemming", BM25Analyzer(stemmer="english")),
+    ):
+        start = time.perf_counter()
+        retriever = create_bm25_retriever(
+            passages, k=max(KS), analyzer=analyzer, index_title=not args.no_title
+        )
+        indexed = time.perf_counter() - start
+        print(f"### {label} (indexed in {indexed:.1f} s)\n")
+        at3[label] = _table(retriever, sets)
+    print("R@3 English stemming / no stemming:")
+    for name, _, _ in SETS:
+        base, stemmed = at3["no stemming"][name], at3["English stemming"][name]
+        print(f"  {name}: {stemmed:.3f} / {base:.3f} = {stemmed / base:.3f}x")
+
+
+def _table(retriever: BM25Retriever, sets: list) -> dict[str, float]:
+    header = " | ".join(f"R@{k}" for k in KS) + " | " + " | ".join(f"all@{k}" for k in KS)
+    print(f"| dataset | questions | golds/q | {header} | query p50 ms | p95 ms |")
+    print("|---|---|---|" + "---|" * (2 * len(KS) + 2))
+    at3 = {}
+    for name, examples, qrels in sets:
         recall = {k: 0.0 for k in KS}
         complete = {k: 0 for k in KS}
         times = []
@@ -95,6 +106,9 @@ def main() -> None:
         p50 = statistics.median(times)
         p95 = statistics.quantiles(times, n=20)[-1]
         print(f"| {name} | {n} | {golds:.1f} | {cells} | {p50:.1f} | {p95:.1f} |")
+        at3[name] = recall[3] / n
+    print()
+    return at3
 
 
 def _qrels_file(dataset: str) -> str:

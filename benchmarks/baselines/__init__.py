@@ -1,0 +1,1 @@
+"""Earlier implementations kept as measured baselines for the benchmarks."""
