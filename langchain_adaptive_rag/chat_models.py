@@ -7,7 +7,7 @@ import numbers
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -28,8 +28,10 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from typing_extensions import Self
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.engine import DecodeEngine
+from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 from langchain_adaptive_rag.generation import (
+    AttentionCapture,
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
@@ -38,12 +40,13 @@ from langchain_adaptive_rag.generation import (
     SignalDistribution,
     TokenEvent,
     TraceDecoder,
-    attention_module,
     decoder_layers,
     token_pieces,
 )
 
 __all__ = ["AttentionMatrix", "ChatTransformers", "TokenSignals", "get_token_signals"]
+
+T = TypeVar("T")
 
 SIGNALS_KEY = "token_signals"
 """``response_metadata`` key holding the per-token signal lists."""
@@ -204,8 +207,10 @@ class ChatTransformers(BaseChatModel):
     tokenizer: PreTrainedTokenizerBase | None = None
     """Tokenizer for a loaded ``model``; loaded with ``AutoTokenizer`` when ``model`` is a path."""
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] | None = None
-    """Attention kernel; ``"eager"`` is the only one that returns attention weights.
-    ``None`` keeps transformers' default (sdpa) or, for a loaded model, its current one."""
+    """Attention kernel. Every kernel gives attention signals: eager returns the weights,
+    and on sdpa or flash attention the captured layer's rows are recomputed from its query
+    and key states (equal to eager's) while every layer runs the fast kernel. ``None``
+    keeps transformers' default (sdpa) or, for a loaded model, its current one."""
     dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
     """Weight dtype when loading (transformers' ``dtype=``); ``None`` means float32."""
     device: str | None = None
@@ -242,10 +247,24 @@ class ChatTransformers(BaseChatModel):
     use_chat_template: bool = True
     """Format messages with the tokenizer's chat template. When ``False`` the message
     contents are joined with newlines and used as a plain completion prompt."""
+    batch_concurrent_calls: bool | None = None
+    """Decode calls that arrive together from several threads or async tasks (graph
+    ``batch``/``abatch``, ``eval --concurrency N``, several users) in one batched loop;
+    each keeps its own options, signals and callbacks, and greedy outputs equal a call
+    made alone. The model's forward passes then all run on one thread of its own.
+    ``None`` (default): on when the model is on an accelerator, off on a CPU, where
+    torch's intra-op (OpenMP) threads run 2-3x slower once a second live thread uses them
+    (set ``True`` there for concurrent runs that do no other torch work meanwhile).
+    ``False``: one call at a time, in the caller's thread, behind a lock."""
+    max_batch_rows: int = Field(default=64, ge=1)
+    """Most sequences (samples of all joined calls) decoded in one batch."""
 
     _hf_model: PreTrainedModel = PrivateAttr(default=None)
     _hf_tokenizer: PreTrainedTokenizerBase = PrivateAttr(default=None)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
+    _attention_ok: bool | None = PrivateAttr(default=None)
+    _engine: DecodeEngine | None = PrivateAttr(default=None)
+    _engine_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -359,8 +378,43 @@ class ChatTransformers(BaseChatModel):
 
     @property
     def attention_available(self) -> bool:
-        """Whether the model returns attention weights (eager attention)."""
-        return getattr(self._hf_model.config, "_attn_implementation", None) == "eager"
+        """Whether attention rows can be read, on this model's kernel.
+
+        Checked once with a two-token forward pass: eager models return weights, and on
+        any other kernel a layer that calls transformers' ``AttentionInterface`` has them
+        recomputed from its query and key states.
+        """
+        if self._attention_ok is None:
+            self._attention_ok = self._probe_attention()
+        return self._attention_ok
+
+    def _probe_attention(self) -> bool:
+        def probe() -> bool:
+            capture = AttentionCapture(self._hf_model, -1)
+            with torch.inference_mode(), capture:
+                ids = torch.tensor([[0, 1]], device=self._hf_model.device)
+                self._hf_model(input_ids=ids, use_cache=False)
+            return capture.weights is not None
+
+        try:
+            return self._exclusive(probe)
+        except AttentionUnavailableError:
+            return False
+
+    def _exclusive(self, run: Callable[[], T]) -> T:
+        """Run ``run`` with the model to itself, on the model's thread when batching."""
+        if self.batching:
+            return self._get_engine().exclusive(run)
+        with self._lock:
+            return run()
+
+    def _get_engine(self) -> DecodeEngine:
+        with self._engine_lock:  # not the model's lock: a running loop holds that one
+            if self._engine is None:
+                self._engine = DecodeEngine(
+                    self._hf_model, self._lock, max_batch_rows=self.max_batch_rows
+                )
+            return self._engine
 
     @property
     def num_layers(self) -> int:
@@ -471,6 +525,30 @@ class ChatTransformers(BaseChatModel):
         value = options.get("logprobs")
         return bool(self.logprobs if value is None else value)
 
+    @property
+    def batching(self) -> bool:
+        """Whether concurrent calls decode together (see ``batch_concurrent_calls``)."""
+        if self.batch_concurrent_calls is not None:
+            return self.batch_concurrent_calls
+        device: torch.device = self._hf_model.device
+        return device.type != "cpu"
+
+    def _decode(self, decoder: TraceDecoder, *, stream: bool = True) -> Iterator[TokenEvent]:
+        """Decode one request: joined with concurrent ones, or alone under the lock.
+
+        ``stream=False``: the caller needs no events, only the traces at the end.
+        """
+        if not self.batching:
+            with self._lock:
+                yield from decoder
+            return
+        yield from self._get_engine().decode(decoder, stream=stream)
+
+    @property
+    def engine(self) -> DecodeEngine | None:
+        """The engine joining concurrent calls (created by the first call)."""
+        return self._engine
+
     # -- LangChain chat model API -----------------------------------------------------
 
     def _generate(
@@ -482,10 +560,10 @@ class ChatTransformers(BaseChatModel):
     ) -> ChatResult:
         decoding = self._decoding(stop, kwargs)
         prompt_ids = self.encode(messages)
-        with self._lock:
-            trace = TraceDecoder(
-                self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding
-            ).run()[0]
+        decoder = TraceDecoder(self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding)
+        for _ in self._decode(decoder, stream=False):
+            pass
+        trace = decoder.traces[0]
         events = [
             TokenEvent(
                 sample=0,
@@ -528,20 +606,17 @@ class ChatTransformers(BaseChatModel):
         decoding = self._decoding(stop, kwargs)
         want_logprobs = self._wants_logprobs(kwargs)
         prompt_ids = self.encode(messages)
-        with self._lock:
-            decoder = TraceDecoder(
-                self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding
-            )
-            for event in decoder:
-                chunk = ChatGenerationChunk(
-                    message=AIMessageChunk(
-                        content=event.piece,
-                        response_metadata=self._token_metadata([event], want_logprobs),
-                    )
+        decoder = TraceDecoder(self._hf_model, self._hf_tokenizer, prompt_ids, decoding=decoding)
+        for event in self._decode(decoder):
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=event.piece,
+                    response_metadata=self._token_metadata([event], want_logprobs),
                 )
-                if run_manager is not None:
-                    run_manager.on_llm_new_token(event.piece, chunk=chunk)
-                yield chunk
+            )
+            if run_manager is not None:
+                run_manager.on_llm_new_token(event.piece, chunk=chunk)
+            yield chunk
         trace = decoder.traces[0]
         yield ChatGenerationChunk(
             message=AIMessageChunk(
@@ -560,8 +635,8 @@ class ChatTransformers(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        # The whole decoding loop runs in one worker thread (the model lock is held by
-        # that thread); chunks cross to the event loop through a queue.
+        # The sync stream is read in one executor thread (decoding runs in the model's
+        # engine, joined with other calls); chunks cross to the event loop through a queue.
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ChatGenerationChunk | BaseException | None] = asyncio.Queue()
         cancelled = threading.Event()
@@ -709,20 +784,19 @@ class ChatTransformers(BaseChatModel):
             hidden_at=hidden_at,
         )
         prompt_ids = self.encode(prompt)
-        with self._lock:
-            decoder = TraceDecoder(
-                self._hf_model,
-                self._hf_tokenizer,
-                prompt_ids,
-                n=n,
-                include_greedy=include_greedy,
-                decoding=decoding,
-                capture=capture,
-            )
-            for event in decoder:
-                if on_token is not None and event.sample == 0:
-                    on_token(event)
-            return decoder.traces
+        decoder = TraceDecoder(
+            self._hf_model,
+            self._hf_tokenizer,
+            prompt_ids,
+            n=n,
+            include_greedy=include_greedy,
+            decoding=decoding,
+            capture=capture,
+        )
+        for event in self._decode(decoder, stream=on_token is not None):
+            if on_token is not None and event.sample == 0:
+                on_token(event)
+        return decoder.traces
 
     async def agenerate_trace(
         self,
@@ -777,6 +851,8 @@ class ChatTransformers(BaseChatModel):
         """Run one forward pass over ``text`` and return one layer's attention.
 
         This is the DRAGIN reference code's out-of-context pass over the generated text.
+        On a non-eager kernel the weights are recomputed for that layer alone from its
+        query and key states (equal to eager's).
 
         Args:
             text: Text (tokenized with the tokenizer's special tokens) or token ids.
@@ -789,18 +865,17 @@ class ChatTransformers(BaseChatModel):
         if not ids:
             msg = "forward_attention received an empty text. Expected at least one token."
             raise AdaptiveRAGError(msg)
-        captured: list[torch.Tensor] = []
-        module = attention_module(self._hf_model, layer)
-        handle = module.register_forward_hook(
-            lambda _m, _a, output: captured.append(output[1][0].float())
-        )
-        try:
-            with self._lock, torch.inference_mode():
+
+        def forward() -> np.ndarray:
+            capture = AttentionCapture(self._hf_model, layer, full=True)
+            with torch.inference_mode(), capture:
                 device = self._hf_model.device
                 self._hf_model(input_ids=torch.tensor([ids], device=device), use_cache=False)
-        finally:
-            handle.remove()
-        weights = captured[-1].cpu().numpy()
+            assert capture.weights is not None  # the hook raised otherwise
+            weights: np.ndarray = capture.weights[0].cpu().numpy()
+            return weights
+
+        weights = self._exclusive(forward)  # between two steps of a loop in progress
         return AttentionMatrix(
             token_ids=np.asarray(ids, dtype=np.int64),
             tokens=token_pieces(self._hf_tokenizer, ids),

@@ -19,15 +19,17 @@ class AdaptiveRAGError(ValueError):
 
 
 class AttentionUnavailableError(AdaptiveRAGError):
-    """Attention weights were requested from a model that does not return them."""
+    """Attention weights were requested from a model whose attention cannot give them."""
 
-    def __init__(self, attn_implementation: str | None) -> None:
+    def __init__(self, attn_implementation: str | None, detail: str = "") -> None:
+        why = detail or "its attention layer does not go through transformers' attention interface"
         msg = (
-            "Attention weights were requested, but the model uses "
-            f"attn_implementation={attn_implementation!r}, which returns none. "
-            'Expected attn_implementation="eager". Fix: load the model with '
-            'ChatTransformers(model=..., attn_implementation="eager"), or call '
-            'model.set_attn_implementation("eager") on a loaded model.'
+            "Attention weights were requested, but the model (attn_implementation="
+            f"{attn_implementation!r}) cannot give them: {why}. Expected a decoder whose "
+            "attention modules call transformers' AttentionInterface (Llama, Qwen2, Mistral, "
+            'Gemma, GPT-2, ...) on any kernel, or attn_implementation="eager". Fix: load '
+            'the model with ChatTransformers(model=..., attn_implementation="eager"), or '
+            "use a method that needs no attention (FLARE, SeaKR, the fixed schedules)."
         )
         super().__init__(msg)
 

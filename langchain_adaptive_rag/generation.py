@@ -3,17 +3,20 @@
 The decoder runs its own KV-cache loop over a HuggingFace causal LM: one prefill, then
 one forward step per token. Forward hooks on a single decoder layer read the attention
 row of each fed position and the hidden state at the final position, so no other layer's
-attentions are ever materialised. Each sample of a batch has its own seeded generator,
-so sample ``i`` of an ``n``-sample call with seed ``s`` draws the same tokens as a
-single-sample call with seed ``s + i``.
+attentions are ever materialised. On an eager model the row is the layer's own weights;
+on any other kernel (sdpa, flash attention) that layer alone is routed through
+:mod:`langchain_adaptive_rag.attention_rows`, which recomputes the row from the layer's
+query and key states while the kernel computes its output. Each sample of a batch has its
+own seeded generator, so sample ``i`` of an ``n``-sample call with seed ``s`` draws the
+same tokens as a single-sample call with seed ``s + i``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -22,6 +25,7 @@ from torch import nn
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+from langchain_adaptive_rag.attention_rows import route_to_capture
 from langchain_adaptive_rag.errors import (
     AdaptiveRAGError,
     AttentionUnavailableError,
@@ -30,6 +34,7 @@ from langchain_adaptive_rag.errors import (
 )
 
 __all__ = [
+    "AttentionCapture",
     "CaptureOptions",
     "DecodingOptions",
     "FinishReason",
@@ -40,7 +45,11 @@ __all__ = [
     "TokenEvent",
     "TraceDecoder",
     "attention_module",
+    "attn_implementation",
+    "capture_covers",
+    "capture_union",
     "context_length",
+    "decode_together",
     "decoder_layers",
     "hidden_module",
     "next_piece",
@@ -129,7 +138,7 @@ class CaptureOptions:
     """Which internal signals to read while decoding, beyond logprobs and entropies."""
 
     attention: bool = False
-    """Record each generated token's head-averaged attention row (needs eager attention)."""
+    """Record each generated token's head-averaged attention row (any kernel)."""
     attention_layer: int = -1
     """Decoder layer whose attention is read (negative counts from the last)."""
     attention_head_max: bool = False
@@ -142,6 +151,41 @@ class CaptureOptions:
     """Read the layer's output or its MLP sub-block's output."""
     hidden_at: HiddenPosition = "last"
     """Read at the final generated token or at an end-of-sequence token."""
+
+
+def capture_covers(loop: CaptureOptions, request: CaptureOptions) -> bool:
+    """Whether hooks set for ``loop`` read every signal ``request`` asks for.
+
+    Only the hooked layers matter: ``hidden_at`` is each request's own (it decides which
+    tokens that request feeds at its end).
+    """
+    if request.attention and not (
+        loop.attention
+        and loop.attention_layer == request.attention_layer
+        and (loop.attention_head_max or not request.attention_head_max)
+    ):
+        return False
+    return not request.hidden or (
+        loop.hidden
+        and loop.hidden_layer == request.hidden_layer
+        and loop.hidden_site == request.hidden_site
+    )
+
+
+def capture_union(a: CaptureOptions, b: CaptureOptions) -> CaptureOptions | None:
+    """Hooks serving both ``a`` and ``b``, or ``None`` when they need different layers."""
+    attention = a if a.attention else b
+    hidden = a if a.hidden else b
+    union = CaptureOptions(
+        attention=a.attention or b.attention,
+        attention_layer=attention.attention_layer,
+        attention_head_max=a.attention_head_max or b.attention_head_max,
+        hidden=a.hidden or b.hidden,
+        hidden_layer=hidden.hidden_layer,
+        hidden_site=hidden.hidden_site,
+        hidden_at=hidden.hidden_at,
+    )
+    return union if capture_covers(union, a) and capture_covers(union, b) else None
 
 
 @dataclass
@@ -289,7 +333,7 @@ def context_length(model: PreTrainedModel) -> int | None:
 
 
 def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
-    """The attention sub-module of one decoder layer, checked to return weights.
+    """The attention sub-module of one decoder layer.
 
     Args:
         model: A HuggingFace causal LM.
@@ -299,15 +343,74 @@ def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
         The module whose forward output is ``(attn_output, attn_weights)``.
 
     Raises:
-        AttentionUnavailableError: If the model does not use eager attention.
+        AttentionUnavailableError: If the layer has no attention sub-module.
         HiddenLayerError: If the layer does not exist.
     """
-    implementation = getattr(model.config, "_attn_implementation", None)
-    if implementation != "eager":
-        raise AttentionUnavailableError(implementation)
     layers = decoder_layers(model)
     index = _layer_index(layer, len(layers), "Attention")
-    return _child(layers[index], _ATTENTION_NAMES, "attention")
+    try:
+        return _child(layers[index], _ATTENTION_NAMES, "attention")
+    except AdaptiveRAGError as error:
+        raise AttentionUnavailableError(attn_implementation(model), str(error)) from error
+
+
+def attn_implementation(model: PreTrainedModel) -> str | None:
+    """The attention kernel the model runs (``eager``, ``sdpa``, ``flash_attention_2``)."""
+    value = getattr(model.config, "_attn_implementation", None)
+    return value if isinstance(value, str) else None
+
+
+class AttentionCapture:
+    """Reads one layer's attention weights on every forward pass while it is entered.
+
+    On an eager model a forward hook reads the layer's own weights; on another kernel the
+    layer is routed through :func:`~langchain_adaptive_rag.attention_rows.route_to_capture`.
+    After each forward pass :attr:`weights` holds ``(batch, heads, queries, keys)`` float32
+    weights: the newest query row, or every row with ``full=True``.
+    """
+
+    def __init__(self, model: PreTrainedModel, layer: int, *, full: bool = False) -> None:
+        self.module = attention_module(model, layer)
+        self.implementation = attn_implementation(model)
+        self.full = full
+        self.weights: torch.Tensor | None = None
+        self.paused = False
+        """While set, forward passes are not read (another use of the model between steps)."""
+        self._route: route_to_capture | None = None
+        self._handle: torch.utils.hooks.RemovableHandle | None = None
+
+    def __enter__(self) -> AttentionCapture:
+        if self.implementation not in (None, "eager"):
+            self._route = route_to_capture(self.module, self.implementation, full=self.full)
+            self._route.__enter__()
+        self._handle = self.module.register_forward_hook(self._on_forward)
+        return self
+
+    def _on_forward(self, module: nn.Module, args: object, output: object) -> None:
+        if self.paused:
+            return
+        if self._route is not None:
+            rows = self._route.sink.rows
+            self._route.sink.rows = None
+        else:
+            rows = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if rows is not None and not self.full:
+                rows = rows[:, :, -1:, :]
+        if rows is None:
+            raise AttentionUnavailableError(
+                self.implementation,
+                f"{type(module).__name__} gave no weights (it does not call transformers' "
+                "AttentionInterface)",
+            )
+        self.weights = rows.float()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        if self._route is not None:
+            self._route.__exit__(*exc)
+            self._route = None
 
 
 def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Module:
@@ -337,25 +440,37 @@ class _Hooks:
         self.rows: np.ndarray | None = None
         self.head_max: np.ndarray | None = None
         self.hidden: np.ndarray | None = None
+        self.paused = False
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._attention: AttentionCapture | None = None
         if capture.attention:
-            module = attention_module(model, capture.attention_layer)
+            self._attention = AttentionCapture(model, capture.attention_layer).__enter__()
+            module = self._attention.module
             self._handles.append(module.register_forward_hook(self._on_attention))
         if capture.hidden:
             module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
             self._handles.append(module.register_forward_hook(self._on_hidden))
 
+    def pause(self, paused: bool) -> None:
+        """Stop (or resume) reading forward passes: the model is used for something else."""
+        self.paused = paused
+        if self._attention is not None:
+            self._attention.paused = paused
+            if self._attention._route is not None:
+                self._attention._route.pause(paused)
+
     def _on_attention(self, module: nn.Module, args: object, output: object) -> None:
-        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-        if weights is None:
-            config = getattr(module, "config", None)
-            raise AttentionUnavailableError(getattr(config, "_attn_implementation", None))
-        last = weights[:, :, -1, :].float()  # (batch, heads, kv): the newest query row
+        if self.paused:
+            return
+        assert self._attention is not None and self._attention.weights is not None
+        last = self._attention.weights[:, :, -1, :]  # (batch, heads, kv): the newest row
         self.rows = last.mean(dim=1).cpu().numpy()
         if self.capture.attention_head_max:
             self.head_max = last.amax(dim=1).cpu().numpy()
 
     def _on_hidden(self, module: nn.Module, args: object, output: object) -> None:
+        if self.paused:
+            return
         states = output[0] if isinstance(output, tuple) else output
         if not isinstance(states, torch.Tensor):
             msg = f"Expected a tensor from {type(module).__name__}, got {type(states).__name__}."
@@ -366,6 +481,9 @@ class _Hooks:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._attention is not None:
+            self._attention.__exit__()
+            self._attention = None
 
 
 def _longest_stop_prefix(text: str, stops: Sequence[str]) -> int:
@@ -388,6 +506,34 @@ def _clip_pieces(pieces: list[str], length: int) -> list[str]:
         clipped.append(piece[:keep])
         used += keep
     return clipped
+
+
+@dataclass(frozen=True)
+class StepLogits:
+    """One decoding step's next-token logits, with what every row's signals share."""
+
+    logits: torch.Tensor
+    """``(rows, vocab)`` float32 logits."""
+    raw: torch.Tensor
+    """Their log-softmax (the raw distribution)."""
+    entropy: list[float]
+    """Entropy of each row's raw distribution."""
+    logsumexp: list[float]
+    """Each row's log-sum-exp of the logits (the energy score's input)."""
+    argmax: list[int]
+    """Each row's most likely token."""
+
+    @classmethod
+    def of(cls, logits: torch.Tensor) -> StepLogits:
+        """Compute the shared values for a ``(rows, vocab)`` logits tensor at once."""
+        raw = torch.log_softmax(logits, dim=-1)
+        return cls(
+            logits=logits,
+            raw=raw,
+            entropy=_entropy(raw).tolist(),
+            logsumexp=torch.logsumexp(logits, dim=-1).tolist(),
+            argmax=logits.argmax(dim=-1).tolist(),
+        )
 
 
 class TraceDecoder:
@@ -439,6 +585,10 @@ class TraceDecoder:
         self.pad_id = self.eos_ids[0] if self.eos_ids else 0
         self.samples = self._make_samples(n, include_greedy)
         self.traces: list[GenerationTrace] = []
+        self.error: Exception | None = None
+        """What failed this request while it was decoded with others (it left the batch)."""
+        self.stop_requested = False
+        """Set from any thread to stop this request at the next step."""
 
     def _make_samples(self, n: int, include_greedy: bool) -> list[_Sample]:
         device = self.model.device
@@ -461,13 +611,9 @@ class TraceDecoder:
     # -- the loop ---------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[TokenEvent]:
-        hooks = _Hooks(self.model, self.capture)
-        try:
-            with torch.inference_mode():
-                yield from self._loop(hooks)
-        finally:
-            hooks.remove()
-        self.traces = [self._trace(sample) for sample in self.samples]
+        for _, event in decode_together(self.model, [self]):
+            if event is not None:
+                yield event
 
     def run(self) -> list[GenerationTrace]:
         """Decode to the end and return the traces."""
@@ -475,61 +621,66 @@ class TraceDecoder:
             pass
         return self.traces
 
-    def _loop(self, hooks: _Hooks) -> Iterator[TokenEvent]:
-        device = self.model.device
-        batch = len(self.samples)
-        prompt = torch.tensor([self.prompt_ids], dtype=torch.long, device=device)
-        out = self.model(input_ids=prompt, use_cache=True, logits_to_keep=1)  # prefill
-        cache = out.past_key_values
-        logits = out.logits[:, -1, :].float()
-        if batch > 1:
-            cache.batch_repeat_interleave(batch)  # one prefill serves every sample
-            logits = logits.expand(batch, -1)
-        self._store_hidden(hooks, range(batch))
-        position = len(self.prompt_ids) - 1
-        while True:
-            yield from self._choose_tokens(logits)  # pick, score and stop-check each sample
-            feed = self._next_inputs()  # the token each sample feeds back (pad when done)
-            if feed is None:
-                return
-            inputs = torch.tensor(feed, dtype=torch.long, device=device).unsqueeze(1)
-            out = self.model(input_ids=inputs, past_key_values=cache, use_cache=True)
-            logits = out.logits[:, -1, :].float()
-            position += 1
-            self._store_captures(hooks, position)  # rows and hidden of the fed positions
+    def cancel(self) -> None:
+        """Stop every sample now (a caller stopped reading); its rows leave the batch."""
+        for sample in self.samples:
+            if sample.active:
+                sample.finish_reason = "stop"
+            sample.tail = []
 
-    def _choose_tokens(self, logits: torch.Tensor) -> Iterator[TokenEvent]:
+    def _choose_tokens(
+        self, step: StepLogits, rows: Sequence[int], present: Sequence[int]
+    ) -> Iterator[TokenEvent]:
+        """Pick, score and stop-check the next token of each present sample.
+
+        Args:
+            step: The batch's next-token logits and what every row shares.
+            rows: This decoder's rows in the batch, in order.
+            present: Its sample index on each of those rows.
+        """
         options = self.decoding
-        raw = torch.log_softmax(logits, dim=-1)
-        processed_logits = logits
-        if options.min_new_tokens and self.eos_ids:
-            processed_logits = processed_logits.clone()
-            for b, sample in enumerate(self.samples):
-                if len(sample.ids) < options.min_new_tokens:
-                    processed_logits[b, self.eos_ids] = -math.inf
-        sampled_logits = _warp(processed_logits, options) if options.sampling else processed_logits
-        signal_logp = raw
-        if options.signal_distribution == "processed":
-            chosen = sampled_logits if options.sampling else processed_logits
-            signal_logp = torch.log_softmax(chosen, dim=-1)
-        probs = torch.softmax(sampled_logits, dim=-1)
-        entropy = _entropy(signal_logp)
-        logsumexp = torch.logsumexp(logits, dim=-1)  # raw logits: the energy score's input
-        for b, sample in enumerate(self.samples):
+        masked = [
+            i
+            for i, b in enumerate(present)
+            if options.min_new_tokens
+            and self.eos_ids
+            and len(self.samples[b].ids) < options.min_new_tokens
+        ]
+        own = options.sampling or options.signal_distribution == "processed" or masked
+        if own:  # this request's own distribution: its EOS mask, temperature, top-k/p
+            logits = step.logits[list(rows)]
+            processed_logits = logits
+            if masked:
+                processed_logits = processed_logits.clone()
+                for i in masked:
+                    processed_logits[i, self.eos_ids] = -math.inf
+            sampled = _warp(processed_logits, options) if options.sampling else processed_logits
+            signal_logp = step.raw[list(rows)]
+            if options.signal_distribution == "processed":
+                signal_logp = torch.log_softmax(sampled, dim=-1)
+            probs = torch.softmax(sampled, dim=-1)
+            entropies = _entropy(signal_logp).tolist()
+            greedy = processed_logits.argmax(dim=-1).tolist()
+        for i, b in enumerate(present):
+            sample = self.samples[b]
             if not sample.active:
                 continue
+            row = rows[i]
             if sample.greedy:
-                token = int(torch.argmax(processed_logits[b]).item())
+                token = int(greedy[i] if own else step.argmax[row])
             else:
-                drawn = torch.multinomial(probs[b], 1, generator=sample.generator)
+                drawn = torch.multinomial(probs[i], 1, generator=sample.generator)
                 token = int(drawn.item())
             if token in self.eos_ids:
                 sample.finish_reason = "stop"
                 self._set_tail(sample, ended_on_eos=True)
                 yield from self._release(b, sample, final=True)
                 continue
-            self._append(sample, token, signal_logp[b], float(entropy[b].item()))
-            sample.logsumexps.append(float(logsumexp[b].item()))
+            if own:
+                self._append(sample, token, signal_logp[i], entropies[i])
+            else:
+                self._append(sample, token, step.raw[row], step.entropy[row])
+            sample.logsumexps.append(step.logsumexp[row])  # raw logits: the energy score
             yield from self._release(b, sample, final=not sample.active)
 
     def _append(self, sample: _Sample, token: int, logp: torch.Tensor, entropy: float) -> None:
@@ -595,40 +746,33 @@ class TraceDecoder:
             )
         sample.released = limit
 
-    def _next_inputs(self) -> list[int] | None:
-        feed: list[int] = []
-        for sample in self.samples:
-            if sample.active:
-                feed.append(sample.ids[-1])
-            elif sample.tail:
-                feed.append(sample.tail.pop(0))
-            else:
-                sample.done = True
-                feed.append(self.pad_id)
-        if all(sample.done for sample in self.samples):
-            return None
-        return feed
+    def _next_input(self, b: int) -> int | None:
+        """The token sample ``b`` feeds next, or ``None`` once it has nothing left."""
+        sample = self.samples[b]
+        if sample.active:
+            return sample.ids[-1]
+        if sample.tail:
+            return sample.tail.pop(0)
+        sample.done = True
+        return None
 
-    def _store_hidden(self, hooks: _Hooks, indexes: Sequence[int]) -> None:
-        if hooks.hidden is None:
-            return
-        for b in indexes:
-            row = hooks.hidden[min(b, hooks.hidden.shape[0] - 1)]
-            self.samples[b].hidden = row.copy()
+    def _store_hidden(self, b: int, hidden: np.ndarray) -> None:
+        if self.capture.hidden:
+            self.samples[b].hidden = hidden.copy()
 
-    def _store_captures(self, hooks: _Hooks, position: int) -> None:
-        """Attribute the step's hook outputs to the samples that fed a real token."""
-        live = [b for b, sample in enumerate(self.samples) if not sample.done]
-        self._store_hidden(hooks, live)
-        if hooks.rows is None:
+    def _store_row(
+        self, b: int, position: int, row: np.ndarray, head_max: np.ndarray | None
+    ) -> None:
+        """Keep the attention row of the token sample ``b`` fed at ``position``."""
+        sample = self.samples[b]
+        if not self.capture.attention:
             return
-        token_index = position - len(self.prompt_ids)
-        for b in live:
-            sample = self.samples[b]
-            if token_index < len(sample.ids):
-                sample.rows.append(hooks.rows[b, : position + 1].copy())
-                if hooks.head_max is not None:
-                    sample.head_max_rows.append(hooks.head_max[b, : position + 1].copy())
+        if not self.capture.attention_head_max:
+            head_max = None
+        if position - len(self.prompt_ids) < len(sample.ids):  # a generated token, not a tail
+            sample.rows.append(_aligned(row, position))
+            if head_max is not None:
+                sample.head_max_rows.append(_aligned(head_max, position))
 
     def _trace(self, sample: _Sample) -> GenerationTrace:
         count = len(sample.ids)
@@ -659,6 +803,19 @@ class TraceDecoder:
             if top
             else None,
         )
+
+
+def _aligned(row: np.ndarray, position: int) -> np.ndarray:
+    """The row over the sample's own positions ``0..position``.
+
+    The row's keys end at ``position``: left padding of a shared batch comes first and is
+    dropped; a sliding-window cache keeps only the last keys, so a shorter row is the end
+    of the sequence and the keys before it get 0.
+    """
+    keys = min(row.shape[0], position + 1)
+    aligned = np.zeros(position + 1, dtype=np.float32)
+    aligned[position + 1 - keys :] = row[row.shape[0] - keys :]
+    return aligned
 
 
 def _stack_rows(rows: list[np.ndarray], prompt_len: int, count: int) -> np.ndarray:
@@ -746,3 +903,228 @@ def _eos_ids(model: PreTrainedModel, tokenizer: object) -> list[int]:
     if isinstance(tokenizer_eos, int) and tokenizer_eos not in ids:
         ids.append(tokenizer_eos)
     return ids
+
+
+def decode_together(
+    model: PreTrainedModel,
+    decoders: Sequence[TraceDecoder],
+    *,
+    capture: CaptureOptions | None = None,
+    admit: Callable[[int], Sequence[TraceDecoder]] | None = None,
+    between: Callable[[], None] | None = None,
+) -> Iterator[tuple[int, TokenEvent | None]]:
+    """Decode several requests in one batched KV-cache loop.
+
+    Each request's prompt is prefilled once (prompts of different lengths are left-padded,
+    with an attention mask and per-row position ids), its cache row is repeated for its
+    samples, and every sample then decodes one token per step with its own options,
+    stop strings, seed, token budget and captures. A sample that has nothing left to feed
+    leaves the batch (its cache row is dropped). With ``admit``, requests that arrive
+    meanwhile join at a step boundary: they are prefilled together and their cache rows
+    are appended (both caches left-padded to one length). A single request runs exactly
+    as a one-request batch: no padding, no mask.
+
+    Args:
+        model: The causal LM every decoder was built for.
+        decoders: The requests.
+        capture: The signals the loop's hooks read; it must cover every request's
+            (:func:`capture_covers`). Default: the first request's.
+        admit: Called at each step boundary with the number of sequences decoding; returns
+            new requests to join (same capture), numbered after the earlier ones.
+        between: Called at each step boundary with this loop's hooks paused, so other
+            uses of the model (a reference-mode forward pass) can run between steps.
+
+    Yields:
+        ``(request index, event)`` for each released token, in decoding order, and
+        ``(request index, None)`` once a request is done (its ``traces`` are set then).
+
+    Raises:
+        AdaptiveRAGError: A request asks for a signal the loop's hooks do not read.
+    """
+    capture = capture or decoders[0].capture
+    if not all(capture_covers(capture, d.capture) for d in decoders):
+        msg = (
+            "Requests decoded together must ask only for signals the loop reads; "
+            f"the loop reads {capture}. Fix: decode the others in another loop."
+        )
+        raise AdaptiveRAGError(msg)
+    hooks = _Hooks(model, capture)
+    try:
+        with torch.inference_mode():
+            yield from _BatchLoop(model, list(decoders), hooks, admit, between).run()
+    finally:
+        hooks.remove()
+
+
+class _BatchLoop:
+    """The state of one batched decoding loop: requests, rows, cache, mask, positions."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        decoders: list[TraceDecoder],
+        hooks: _Hooks,
+        admit: Callable[[int], Sequence[TraceDecoder]] | None,
+        between: Callable[[], None] | None = None,
+    ) -> None:
+        self.model = model
+        self.between = between
+        self.device = model.device
+        self.decoders = decoders
+        self.hooks = hooks
+        self.admit = admit
+        self.rows: list[tuple[int, int]] = []  # (request, sample) of each cache row
+        self.positions: list[int] = []  # each row's own position of its last fed token
+        self.padded = False
+        self.cache: Any = None
+        self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        self.logits = torch.zeros((0, 0), device=self.device)
+        self.finished: set[int] = set()
+
+    def _prefill(self, first: int) -> None:
+        """Prefill requests ``first..`` and append their rows (left padding as needed)."""
+        new = self.decoders[first:]
+        longest = max(len(d.prompt_ids) for d in new)
+        pads = [longest - len(d.prompt_ids) for d in new]
+        ids = [[d.pad_id] * p + d.prompt_ids for d, p in zip(new, pads, strict=True)]
+        mask = torch.tensor([[0] * p + [1] * (longest - p) for p in pads], device=self.device)
+        extra: dict[str, torch.Tensor] = {}
+        if any(pads):
+            extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
+        out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **extra)
+        rows = [(first + j, b) for j, d in enumerate(new) for b in range(len(d.samples))]
+        select = torch.tensor([r - first for r, _ in rows], device=self.device)
+        cache = out.past_key_values
+        if len(rows) != len(new):
+            cache.batch_select_indices(select)  # one prefill serves every sample of a request
+        if self.hooks.hidden is not None:
+            for r, b in rows:
+                self.decoders[r]._store_hidden(b, self.hooks.hidden[r - first])
+        logits = out.logits[:, -1, :].float()[select]
+        mask = mask[select]
+        positions = [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
+        if self.cache is None:
+            self.cache, self.mask, self.logits, self.padded = cache, mask, logits, any(pads)
+        else:
+            self.mask = _join_caches(self.cache, self.mask, cache, mask)
+            self.logits = torch.cat([self.logits, logits])
+            self.padded = True
+        self.rows += rows
+        self.positions += positions
+
+    def _joinable(self) -> bool:
+        from transformers.cache_utils import DynamicLayer
+
+        layers: list[object] = list(getattr(self.cache, "layers", None) or [])
+        return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+    def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
+        self._prefill(0)
+        while True:
+            if self.between is not None:
+                self.hooks.pause(True)
+                try:
+                    self.between()
+                finally:
+                    self.hooks.pause(False)
+            if self.admit is not None and self._joinable():
+                joining = self.admit(len(self.rows))
+                if joining:
+                    first = len(self.decoders)
+                    self.decoders += joining
+                    self._prefill(first)
+            yield from self._choose()
+            feed = [self.decoders[r]._next_input(b) for r, b in self.rows]  # None: done
+            yield from self._finish_requests()
+            keep = [i for i, token in enumerate(feed) if token is not None]
+            if not keep:
+                return
+            if len(keep) < len(self.rows):  # finished samples leave the batch
+                kept = torch.tensor(keep, device=self.device)
+                self.cache.batch_select_indices(kept)
+                self.mask = self.mask[kept]
+                self.rows = [self.rows[i] for i in keep]
+                self.positions = [self.positions[i] for i in keep]
+            self._step([feed[i] for i in keep])  # type: ignore[misc]
+
+    def _choose(self) -> Iterator[tuple[int, TokenEvent]]:
+        """Pick, score and stop-check each sample, one request at a time."""
+        shared = len(self.decoders) > 1 or self.admit is not None
+        step = StepLogits.of(self.logits)
+        for r, decoder in enumerate(self.decoders):
+            present = [i for i, (owner, _) in enumerate(self.rows) if owner == r]
+            if not present:
+                continue
+            if decoder.stop_requested:
+                decoder.cancel()
+            samples = [self.rows[i][1] for i in present]
+            try:
+                events = list(decoder._choose_tokens(step, present, samples))
+            except Exception as error:
+                if not shared:
+                    raise
+                decoder.error = error  # only this request fails; its rows leave the batch
+                decoder.cancel()
+                continue
+            for event in events:
+                yield r, event
+
+    def _finish_requests(self) -> Iterator[tuple[int, None]]:
+        """Set the traces of every request whose samples are all done; announce it."""
+        for r, decoder in enumerate(self.decoders):
+            if r not in self.finished and all(sample.done for sample in decoder.samples):
+                decoder.traces = [decoder._trace(sample) for sample in decoder.samples]
+                self.finished.add(r)
+                yield r, None
+
+    def _step(self, tokens: list[int]) -> None:
+        """Feed one token per row and keep the new logits and captures."""
+        self.positions = [p + 1 for p in self.positions]
+        step: dict[str, torch.Tensor] = {}
+        ones = self.mask.new_ones((len(self.rows), 1))
+        self.mask = torch.cat([self.mask, ones], dim=1)  # kept even unpadded: a join pads it
+        if self.padded:
+            step = {
+                "attention_mask": self.mask,
+                "position_ids": torch.tensor(self.positions, device=self.device).unsqueeze(1),
+            }
+        inputs = torch.tensor(tokens, dtype=torch.long, device=self.device).unsqueeze(1)
+        out = self.model(input_ids=inputs, past_key_values=self.cache, use_cache=True, **step)
+        self.logits = out.logits[:, -1, :].float()
+        hooks = self.hooks
+        for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
+            if hooks.hidden is not None:
+                self.decoders[r]._store_hidden(b, hooks.hidden[i])
+            if hooks.rows is not None:
+                head_max = hooks.head_max[i] if hooks.head_max is not None else None
+                self.decoders[r]._store_row(b, self.positions[i], hooks.rows[i], head_max)
+
+
+def _join_caches(
+    cache: Any, mask: torch.Tensor, other: Any, other_mask: torch.Tensor
+) -> torch.Tensor:
+    """Append ``other``'s rows to ``cache``, left-padding the shorter one; the joint mask."""
+    length = max(mask.shape[1], other_mask.shape[1])
+    for layer, joining in zip(cache.layers, other.layers, strict=True):
+        layer.keys = torch.cat([_left_pad(layer.keys, length), _left_pad(joining.keys, length)])
+        layer.values = torch.cat(
+            [_left_pad(layer.values, length), _left_pad(joining.values, length)]
+        )
+    return torch.cat([_left_pad_mask(mask, length), _left_pad_mask(other_mask, length)])
+
+
+def _left_pad(states: torch.Tensor, length: int) -> torch.Tensor:
+    """``(batch, heads, seq, dim)`` states padded with zeros on the left to ``length``."""
+    missing = length - states.shape[2]
+    if missing == 0:
+        return states
+    zeros = states.new_zeros((states.shape[0], states.shape[1], missing, states.shape[3]))
+    return torch.cat([zeros, states], dim=2)
+
+
+def _left_pad_mask(mask: torch.Tensor, length: int) -> torch.Tensor:
+    missing = length - mask.shape[1]
+    if missing == 0:
+        return mask
+    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=1)

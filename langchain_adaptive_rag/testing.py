@@ -30,8 +30,9 @@ __all__ = [
     "train_tokenizer",
 ]
 
-TinyArchitecture = Literal["llama", "qwen2", "gpt2"]
-"""Architectures :func:`create_tiny_model` can build."""
+TinyArchitecture = Literal["llama", "qwen2", "gpt2", "mistral", "gemma"]
+"""Architectures :func:`create_tiny_model` can build (``mistral`` with a 16-token sliding
+window, ``gemma`` with its scaled embeddings and GeGLU MLP)."""
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>")
 """Special tokens of the tiny tokenizers, in id order."""
@@ -117,7 +118,8 @@ def create_tiny_model(
 
     Args:
         path: Output directory (created).
-        architecture: ``llama``, ``qwen2`` or ``gpt2``.
+        architecture: ``llama``, ``qwen2``, ``gpt2``, ``mistral`` (sliding window 16) or
+            ``gemma``.
         hidden_size: Model width.
         num_layers: Number of decoder layers.
         num_heads: Attention heads.
@@ -128,10 +130,14 @@ def create_tiny_model(
         The directory.
     """
     from transformers import (
+        GemmaConfig,
+        GemmaForCausalLM,
         GPT2Config,
         GPT2LMHeadModel,
         LlamaConfig,
         LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
         Qwen2Config,
         Qwen2ForCausalLM,
     )
@@ -175,8 +181,15 @@ def create_tiny_model(
             model = LlamaForCausalLM(LlamaConfig(**common))
         elif architecture == "qwen2":
             model = Qwen2ForCausalLM(Qwen2Config(**common))
+        elif architecture == "mistral":
+            model = MistralForCausalLM(MistralConfig(**common, sliding_window=16))
+        elif architecture == "gemma":
+            model = GemmaForCausalLM(GemmaConfig(**common, head_dim=hidden_size // num_heads))
         else:
-            msg = f"architecture must be 'llama', 'qwen2' or 'gpt2', got {architecture!r}."
+            msg = (
+                "architecture must be 'llama', 'qwen2', 'gpt2', 'mistral' or 'gemma', got "
+                f"{architecture!r}."
+            )
             raise ValueError(msg)
     model.generation_config.eos_token_id = [eos, im_end]  # type: ignore[union-attr]
     model.generation_config.pad_token_id = pad  # type: ignore[union-attr]

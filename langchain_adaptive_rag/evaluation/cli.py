@@ -309,7 +309,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
             report = None
         else:
             retriever = setup.retriever
-            model = load_chat_model(args.model, device=args.device, dtype=args.dtype)
+            model = load_chat_model(
+                args.model, device=args.device, dtype=args.dtype, concurrency=args.concurrency
+            )
             graph = create_adaptive_rag_graph(
                 model, retriever, setup.method, config=setup.config, prompts=setup.prompts
             )
@@ -378,7 +380,9 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
         setup = _prepare(args, threshold_field=field)
         _describe_setup(setup)
         retriever = setup.retriever
-        model = load_chat_model(args.model, device=args.device, dtype=args.dtype)
+        model = load_chat_model(
+            args.model, device=args.device, dtype=args.dtype, concurrency=args.concurrency
+        )
         points = calibrate_threshold(
             setup.method,
             setup.examples,

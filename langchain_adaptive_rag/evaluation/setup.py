@@ -228,13 +228,19 @@ def load_chat_model(
     *,
     device: str | None = None,
     dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None,
+    concurrency: int = 1,
 ) -> ChatTransformers:
-    """Load a model for evaluation: eager attention, plain completion prompts.
+    """Load a model for evaluation: transformers' default kernel (sdpa), completion prompts.
+
+    Attention signals need no eager attention: the captured layer's rows are recomputed
+    from its query and key states.
 
     Args:
         model: Hub id or local directory.
         device: Torch device (default: CPU).
         dtype: Weights dtype (default: float32).
+        concurrency: Questions answered at once; above 1 their calls decode together in
+            one batched loop (``batch_concurrent_calls=True``, also on a CPU).
 
     Returns:
         The chat model.
@@ -257,8 +263,8 @@ def load_chat_model(
     try:
         return ChatTransformers(
             model=str(path) if looks_local else model,
-            attn_implementation="eager",
             use_chat_template=False,
+            batch_concurrent_calls=True if concurrency > 1 else None,
             device=device,
             dtype=dtype,
         )

@@ -22,6 +22,7 @@ from langchain_adaptive_rag import (
     create_adaptive_rag_graph,
     create_bm25_retriever,
 )
+from langchain_adaptive_rag.generation import attention_module
 from langchain_adaptive_rag.graphs import build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import Policy
 
@@ -120,13 +121,19 @@ def test_mermaid_drawing_snapshot(chat: ChatTransformers, retriever) -> None:
     assert drawing == SNAPSHOT.read_text()
 
 
-def test_attention_method_on_an_sdpa_model_fails_at_build_time(llama_dir: Path, retriever) -> None:
+def test_attention_method_builds_on_sdpa_and_fails_at_build_time_without_rows(
+    llama_dir: Path, retriever
+) -> None:
     class NeedsAttention(Policy):
         needs_attention = True
 
     sdpa = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
+    build_adaptive_rag_graph(NeedsAttention(GenerationConfig()), sdpa, retriever)
+    module = attention_module(sdpa.hf_model, -1)
+    module.forward = lambda hidden_states, *a, **k: (hidden_states * 0, None)  # type: ignore[method-assign]
+    bypassing = ChatTransformers(model=sdpa.hf_model, tokenizer=sdpa.hf_tokenizer)
     with pytest.raises(AttentionUnavailableError, match='attn_implementation="eager"'):
-        build_adaptive_rag_graph(NeedsAttention(GenerationConfig()), sdpa, retriever)
+        build_adaptive_rag_graph(NeedsAttention(GenerationConfig()), bypassing, retriever)
 
 
 def test_method_errors(chat: ChatTransformers, retriever) -> None:

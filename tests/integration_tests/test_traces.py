@@ -10,7 +10,6 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 from langchain_adaptive_rag import (
-    AttentionUnavailableError,
     ChatTransformers,
     GenerationTrace,
     HiddenLayerError,
@@ -213,14 +212,6 @@ def test_forward_attention_matches_output_attentions(chat: ChatTransformers) -> 
     np.testing.assert_allclose(matrix.weights, out.attentions[-1][0].numpy(), atol=ATOL)
     assert "".join(matrix.tokens) == "Anna Berg was born in 1931."
     assert matrix.mean.shape == (len(matrix.tokens), len(matrix.tokens))
-
-
-def test_sdpa_model_asked_for_attention_names_the_fix(llama_dir: Path) -> None:
-    chat = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
-    with pytest.raises(AttentionUnavailableError, match='attn_implementation="eager"'):
-        chat.generate_trace(PROMPT, max_new_tokens=2, attention=True)
-    with pytest.raises(AttentionUnavailableError, match="sdpa"):
-        chat.forward_attention("hello")
 
 
 def test_missing_layer_is_explained(llama_dir: Path) -> None:

@@ -1,0 +1,134 @@
+"""Attention rows on fast kernels: capture on sdpa against plain sdpa ``generate``.
+
+A randomly initialised Llama generates 64 tokens, greedy, four ways, interleaved over
+several rounds (only ratios measured in the same run are reported):
+
+(a) plain ``model.generate`` on sdpa (the baseline);
+(b) ``generate_trace`` on sdpa with attention rows of the middle layer + one hidden state
+    (the captured layer's rows recomputed from its query and key states);
+(c) the same capture on an eager copy of the model (every layer eager, as before);
+(d) ``generate_trace`` on sdpa, logprobs and entropies only.
+
+Run: ``python benchmarks/attention_capture.py [--size 20m|110m] [--prompt-lengths 512 2048]``
+(``--device cuda`` on a GPU). Target: b/a <= 1.05 at prompts 512 and 2048.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.testing import train_tokenizer
+
+NEW_TOKENS = 64
+SIZES = {
+    "20m": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6},
+    "110m": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12},
+}
+
+
+def build(directory: Path, size: str, device: str) -> tuple[ChatTransformers, ChatTransformers]:
+    tokenizer = train_tokenizer()
+    torch.manual_seed(0)
+    shape = SIZES[size]
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        num_attention_heads=shape["hidden_size"] // 64,
+        num_key_value_heads=shape["hidden_size"] // 64,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        **shape,
+    )
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    chats = []
+    for kernel in ("sdpa", "eager"):
+        model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation=kernel)
+        chats.append(
+            ChatTransformers(
+                model=model.to(device),
+                tokenizer=AutoTokenizer.from_pretrained(directory),
+                max_new_tokens=NEW_TOKENS,
+                min_new_tokens=NEW_TOKENS,
+            )
+        )
+    return chats[0], chats[1]
+
+
+def variants(
+    sdpa: ChatTransformers, eager: ChatTransformers, prompt: list[int]
+) -> dict[str, Callable[[], object]]:
+    inputs = torch.tensor([prompt], device=sdpa.hf_model.device)
+    layer = sdpa.num_layers // 2
+    capture = {"attention": True, "attention_layer": layer, "hidden": True, "hidden_layer": layer}
+
+    def plain() -> object:
+        with torch.inference_mode():
+            return sdpa.hf_model.generate(
+                inputs,
+                max_new_tokens=NEW_TOKENS,
+                min_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                pad_token_id=0,
+            )
+
+    return {
+        "a": plain,
+        "b": lambda: sdpa.generate_trace(prompt, **capture),
+        "c": lambda: eager.generate_trace(prompt, **capture),
+        "d": lambda: sdpa.generate_trace(prompt),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=list(SIZES), default="20m")
+    parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[512, 2048])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    torch.set_num_threads(torch.get_num_threads())
+    with tempfile.TemporaryDirectory() as tmp:
+        sdpa, eager = build(Path(tmp), args.size, args.device)
+        print(
+            f"Llama {args.size} ({sdpa.num_layers} layers), {NEW_TOKENS} new tokens, greedy, "
+            f"device {args.device}, medians of {args.rounds} interleaved rounds\n"
+        )
+        print(
+            "| prompt | a: sdpa generate (s) | b: sdpa + capture | c: eager + capture "
+            "| d: sdpa, entropy only | b/a | c/a | d/a |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for length in args.prompt_lengths:
+            prompt = [int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (length,))]
+            runs = variants(sdpa, eager, prompt)
+            for run in runs.values():
+                run()  # warm-up
+            times: dict[str, list[float]] = {key: [] for key in runs}
+            for _ in range(args.rounds):
+                for key, run in runs.items():
+                    if args.device.startswith("cuda"):
+                        torch.cuda.synchronize()
+                    start = time.perf_counter()
+                    run()
+                    if args.device.startswith("cuda"):
+                        torch.cuda.synchronize()
+                    times[key].append(time.perf_counter() - start)
+            m = {key: statistics.median(values) for key, values in times.items()}
+            print(
+                f"| {length} | {m['a']:.3f} | {m['b']:.3f} | {m['c']:.3f} | {m['d']:.3f} "
+                f"| {m['b'] / m['a']:.3f} | {m['c'] / m['a']:.3f} | {m['d'] / m['a']:.3f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

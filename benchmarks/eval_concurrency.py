@@ -1,0 +1,132 @@
+"""Evaluation throughput: ``--concurrency 8`` against 1 on the toy world, same results.
+
+Each method answers the same toy test questions twice through the evaluation runner
+(``evaluate_method``), with the shipped toy model, BM25 top 3 and the toy configs: once
+one question at a time, once eight at a time, whose model calls join one batched decoding
+loop (``ChatTransformers`` decodes concurrent calls together). Printed per method:
+questions per second both ways, the ratio, how many requests the batches held, and
+whether the two results files agree (answers, texts, retrieval queries and documents,
+counts) question by question.
+
+Run: ``python benchmarks/eval_concurrency.py [--questions 48] [--methods flare,dragin]``
+(8 dev questions are run first at both settings, untimed)
+(``--device cuda`` on a GPU). Target: concurrency 8 >= 3x the questions per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from langchain_adaptive_rag.engine import DecodeEngine
+from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method
+from langchain_adaptive_rag.evaluation.results import read_results
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS
+from langchain_adaptive_rag.toyworld import (
+    TOY_PROMPTS,
+    load_toy_model,
+    toy_corpus,
+    toy_questions,
+    toy_retriever,
+)
+from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
+from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
+
+COMPARED = ("prediction", "counts", "metrics")
+
+
+def _comparable(record: dict[str, object]) -> dict[str, object]:
+    events = record.get("retrievals") or []
+    kept = {key: record.get(key) for key in COMPARED}
+    kept["retrievals"] = [(e.get("query"), e.get("doc_ids")) for e in events if isinstance(e, dict)]
+    return kept
+
+
+def _counts(engine: DecodeEngine | None) -> tuple[int, int]:
+    """Loops run and requests decoded so far by the model's engine."""
+    if engine is None:
+        return 0, 0
+    loops = sum(engine.batch_sizes.values())
+    started = sum(size * count for size, count in engine.batch_sizes.items())
+    return loops, started + engine.joined
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=48)
+    parser.add_argument("--warmup", type=int, default=8, help="questions run first, untimed")
+    parser.add_argument("--methods", default="single_round,flare,dragin,seakr")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    model = load_toy_model()
+    model.batch_concurrent_calls = True  # on a CPU it is off unless asked for
+    if args.device:
+        model.hf_model.to(args.device)
+    retriever = toy_retriever(k=3)
+    dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
+    test = test[: args.questions]
+    methods = [m for m in args.methods.split(",") if m in AVAILABLE_METHODS]
+    print(
+        f"toy world, {len(test)} test questions, shipped toy model on "
+        f"{model.hf_model.device}, concurrency 1 vs {args.concurrency}\n"
+    )
+    print("| method | q/s at 1 | q/s at N | N / 1 | requests per loop (mean) | identical |")
+    print("|---|---:|---:|---:|---:|---|")
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for method in methods:
+            for concurrency in (1, args.concurrency):  # warm-up: lazy imports, caches
+                evaluate_method(
+                    model,
+                    retriever,
+                    method,  # type: ignore[arg-type]
+                    dev[: args.warmup],
+                    Path(tmp) / f"warmup-{method}-{concurrency}",
+                    config=TOY_CONFIGS[method],
+                    prompts=TOY_PROMPTS,
+                    concurrency=concurrency,
+                    progress=False,
+                )
+            rates, records = [], []
+            loops = requests = 0
+            for concurrency in (1, args.concurrency):
+                out = Path(tmp) / f"{method}-{concurrency}"
+                engine = model.engine
+                before = _counts(engine)
+                start = time.perf_counter()
+                evaluate_method(
+                    model,
+                    retriever,
+                    method,  # type: ignore[arg-type]
+                    test,
+                    out,
+                    config=TOY_CONFIGS[method],
+                    prompts=TOY_PROMPTS,
+                    settings=RunSettings(method=method, dataset="toyworld", model="toy"),
+                    concurrency=concurrency,
+                    progress=False,
+                )
+                rates.append(len(test) / (time.perf_counter() - start))
+                records.append({str(r["id"]): _comparable(r) for r in read_results(out)})
+                after = _counts(model.engine)
+                loops, requests = after[0] - before[0], after[1] - before[1]
+            same = records[0] == records[1]
+            ratio = rates[1] / rates[0]
+            ratios.append(ratio)
+            print(
+                f"| {method} | {rates[0]:.2f} | {rates[1]:.2f} | {ratio:.2f}x | "
+                f"{requests / max(loops, 1):.1f} | {'yes' if same else 'NO'} |",
+                flush=True,
+            )
+    print(f"\ngeometric mean N / 1: {statistics.geometric_mean(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

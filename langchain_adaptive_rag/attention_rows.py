@@ -1,0 +1,187 @@
+"""Attention rows on any kernel: recomputed for one layer from its own query and key states.
+
+Only ``attn_implementation="eager"`` returns attention weights, and eager attention on every
+layer costs 1.2-1.6x sdpa's decoding time. Instead, the captured layer alone is routed
+through :func:`capture_attention_forward`, which runs the model's own kernel (``sdpa``,
+``flash_attention_2``, ...) for the layer's output, unchanged, and computes the weights the
+signals need from the query and key states the kernel received (after rotary embeddings,
+norms and the KV cache, with grouped-query heads repeated):
+``softmax(q k^T * scaling [softcap] + mask)`` in float32, the newest query row or, for a
+full forward pass, every row. Only that layer's module sees a config naming this function;
+the masks are built by the model for its own kernel and read in each form (none, boolean,
+additive, or a flash-attention padding mask), with the layer's sliding window applied.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["CAPTURE_IMPLEMENTATION", "RowSink", "attention_rows", "route_to_capture"]
+
+CAPTURE_IMPLEMENTATION = "langchain_adaptive_rag_rows"
+"""Name under which :func:`capture_attention_forward` is registered in transformers'
+``AttentionInterface`` (an added entry: no existing implementation is changed)."""
+
+
+@dataclass
+class RowSink:
+    """Where the routed layer leaves the weights of its latest forward pass."""
+
+    original: str
+    """The kernel the model was loaded with (``sdpa``, ``flash_attention_2``, ...)."""
+    full: bool = False
+    """Compute every query row (a full forward pass) instead of the newest one."""
+    rows: torch.Tensor | None = None
+    """``(batch, heads, queries, keys)`` float32 weights of the latest call."""
+    calls: int = 0
+    """Forward passes seen."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _visible(
+    attention_mask: torch.Tensor | None,
+    batch: int,
+    queries: int,
+    keys: int,
+    sliding_window: int | None,
+    device: torch.device,
+) -> torch.Tensor:
+    """``(batch, 1, queries, keys)`` bool: which keys each of the last ``queries`` sees."""
+    query_pos = torch.arange(keys - queries, keys, device=device)[:, None]
+    key_pos = torch.arange(keys, device=device)[None, :]
+    causal = key_pos <= query_pos
+    if sliding_window is not None:
+        causal = causal & (query_pos - key_pos < sliding_window)
+    visible = causal[None, None].expand(batch, 1, queries, keys)
+    if attention_mask is None:
+        return visible
+    mask = attention_mask
+    if mask.ndim == 2:  # flash-attention padding mask (batch, keys): 1 = attend
+        return visible & mask[:, None, None, -keys:].bool()
+    mask = mask[..., -queries:, -keys:]
+    allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    return visible & allowed
+
+
+def attention_rows(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *,
+    scaling: float | None,
+    softcap: float | None = None,
+    sliding_window: int | None = None,
+    queries: int = 1,
+) -> torch.Tensor:
+    """Attention weights of the last ``queries`` query rows, as eager attention gives them.
+
+    Args:
+        query: ``(batch, heads, q, head_dim)`` query states.
+        key: ``(batch, kv_heads, keys, head_dim)`` key states (the whole cache).
+        attention_mask: The mask the model built for its kernel, or ``None``.
+        scaling: Score scale (``head_dim ** -0.5`` when ``None``).
+        softcap: Gemma-2 style logit soft-capping.
+        sliding_window: Keys further back than this are not seen.
+        queries: How many of the last query rows to compute.
+
+    Returns:
+        ``(batch, heads, queries, keys)`` float32 weights; each row sums to 1.
+    """
+    batch, heads, _, dim = query.shape
+    groups = heads // key.shape[1]
+    q = query[:, :, -queries:, :].float()
+    k = key.float()
+    if groups > 1:
+        k = k.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (dim**-0.5 if scaling is None else scaling)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    visible = _visible(attention_mask, batch, queries, k.shape[2], sliding_window, q.device)
+    scores = scores.masked_fill(~visible, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def capture_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,  # the kernel's own options, passed through unchanged
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The model's kernel for the output, plus the weights left in the module's sink."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    sink: RowSink = module._adaptive_rag_sink  # type: ignore[assignment]
+    kernel: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] = ALL_ATTENTION_FUNCTIONS[
+        sink.original
+    ]
+    output, _ = kernel(module, query, key, value, attention_mask, **kwargs)
+    sliding = kwargs.get("sliding_window")
+    sink.rows = attention_rows(
+        query,
+        key,
+        attention_mask,
+        scaling=kwargs.get("scaling"),
+        softcap=kwargs.get("softcap"),
+        sliding_window=sliding if isinstance(sliding, int) and sliding > 0 else None,
+        queries=query.shape[2] if sink.full else 1,
+    )
+    sink.calls += 1
+    return output, None
+
+
+def _register() -> None:
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if CAPTURE_IMPLEMENTATION not in ALL_ATTENTION_FUNCTIONS:
+        ALL_ATTENTION_FUNCTIONS.register(CAPTURE_IMPLEMENTATION, capture_attention_forward)
+
+
+class route_to_capture:  # noqa: N801 - used as a context manager, like torch.no_grad
+    """Route one attention module through :func:`capture_attention_forward` for a while.
+
+    The module gets a shallow copy of its config naming the capture function and a
+    :class:`RowSink`; both are removed on exit. Other layers and the model's masks keep
+    the model's kernel.
+    """
+
+    def __init__(self, module: nn.Module, original: str, *, full: bool = False) -> None:
+        self.module = module
+        self.sink = RowSink(original=original, full=full)
+        self._config: Any = None
+        self._routed: Any = None
+        self._outer: RowSink | None = None
+
+    def __enter__(self) -> RowSink:
+        _register()
+        config: Any = self.module.config
+        self._config = config
+        self._outer = getattr(self.module, "_adaptive_rag_sink", None)
+        routed = copy.copy(config)
+        routed._attn_implementation = CAPTURE_IMPLEMENTATION
+        self._routed = routed
+        setattr(self.module, "config", routed)  # noqa: B010 - an nn.Module attribute
+        setattr(self.module, "_adaptive_rag_sink", self.sink)  # noqa: B010
+        return self.sink
+
+    def pause(self, paused: bool) -> None:
+        """Give the module back its own config while paused (a nested use may route it)."""
+        setattr(self.module, "config", self._config if paused else self._routed)  # noqa: B010
+        if paused:
+            delattr(self.module, "_adaptive_rag_sink")
+        else:
+            setattr(self.module, "_adaptive_rag_sink", self.sink)  # noqa: B010
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.module, "config", self._config)  # noqa: B010
+        if self._outer is not None:
+            setattr(self.module, "_adaptive_rag_sink", self._outer)  # noqa: B010
+        else:
+            delattr(self.module, "_adaptive_rag_sink")

@@ -1,0 +1,296 @@
+"""One decoding engine per model: concurrent calls join one batched decoding loop.
+
+Calls to ``ChatTransformers`` arriving from several threads or async tasks (graph
+``batch``/``abatch``, ``adaptive-rag eval --concurrency N``, an app serving several users)
+are queued; a worker thread takes every queued request that captures the same signals
+(up to ``max_batch_rows`` sequences), decodes them together with
+:func:`~langchain_adaptive_rag.generation.decode_together` (left-padded prompts, one
+KV-cache row per sample) and hands each caller its own token events as they are released,
+in its own thread. A request that arrives while a batch runs waits for the next one.
+
+Each caller keeps its own stop strings, seeds, token budget, captured signals and
+streaming callbacks; greedy outputs equal a call made alone. A request whose own
+processing fails (or whose caller stops reading) leaves the batch and only that caller
+sees the error; a failure of the shared forward pass reaches every caller of that batch.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    TokenEvent,
+    TraceDecoder,
+    capture_covers,
+    capture_union,
+    decode_together,
+)
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+__all__ = ["DecodeEngine"]
+
+_END = object()
+T = TypeVar("T")
+
+
+@dataclass
+class _SideJob(Generic[T]):
+    """Another use of the model (a full forward pass), run between decoding steps."""
+
+    run: Callable[[], T]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: T | None = None
+    error: BaseException | None = None
+
+    def __call__(self) -> None:
+        try:
+            self.result = self.run()
+        except BaseException as error:  # handed to the waiting caller
+            self.error = error
+        finally:
+            self.done.set()
+
+
+@dataclass
+class _Ticket:
+    decoder: TraceDecoder
+    stream: bool
+    events: queue.SimpleQueue[object] = field(default_factory=queue.SimpleQueue)
+    step: list[TokenEvent] = field(default_factory=list)
+
+    def flush(self) -> None:
+        """Hand the caller the events of the last step at once (one wake-up a step)."""
+        if self.step:
+            self.events.put(self.step)
+            self.step = []
+
+    @property
+    def rows(self) -> int:
+        return len(self.decoder.samples)
+
+
+class DecodeEngine:
+    """Joins concurrent decoding requests of one model into shared batches.
+
+    Args:
+        model: The causal LM.
+        lock: Held while a batch decodes (the model's lock: other uses of the model,
+            such as a reference-mode forward pass, run between batches).
+        max_batch_rows: Most sequences (samples) decoded together.
+        gather_seconds: How long the worker waits after the first queued request for
+            others to arrive before it starts a batch.
+        linger_seconds: How long the model's thread waits for work before it ends.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        lock: threading.RLock,
+        *,
+        max_batch_rows: int = 64,
+        gather_seconds: float = 0.002,
+        linger_seconds: float = 0.5,
+    ) -> None:
+        if max_batch_rows < 1:
+            msg = f"max_batch_rows must be >= 1, got {max_batch_rows}."
+            raise AdaptiveRAGError(msg)
+        self.model = model
+        self.lock = lock
+        self.max_batch_rows = max_batch_rows
+        self.gather_seconds = gather_seconds
+        self.linger_seconds = linger_seconds
+        self._pending: list[_Ticket] = []
+        self._side: list[_SideJob[object]] = []
+        self._looping = False
+        self._condition = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self.batch_sizes: Counter[int] = Counter()
+        """How many loops started with each number of requests (for measurements)."""
+        self.joined = 0
+        """Requests that joined a loop already running."""
+
+    def decode(self, decoder: TraceDecoder, *, stream: bool = True) -> Iterator[TokenEvent]:
+        """Decode one request with whatever else is queued; yields its events in order.
+
+        The request's traces are on ``decoder.traces`` once the iteration ends. Closing
+        the iterator early cancels the request. With ``stream=False`` no event is handed
+        over (the caller sleeps until the request is done).
+
+        Raises:
+            BaseException: Whatever failed this request (its own processing, or the
+                shared forward pass of its batch).
+        """
+        ticket = _Ticket(decoder, stream)
+        with self._condition:
+            self._pending.append(ticket)
+            self._ensure_worker()
+            self._condition.notify_all()
+        finished = False
+        try:
+            while True:
+                item = ticket.events.get()
+                if item is _END:
+                    finished = True
+                    return
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                assert isinstance(item, list)
+                yield from item
+        finally:
+            if not finished:
+                decoder.stop_requested = True  # the caller stopped reading
+
+    def _ensure_worker(self) -> None:
+        """Start the model's thread unless it runs (call with the condition held)."""
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(
+                target=self._serve, name="adaptive-rag-decode", daemon=True
+            )
+            self._worker.start()
+
+    def exclusive(self, run: Callable[[], T]) -> T:
+        """Run ``run`` on the model's thread, with the model to itself.
+
+        A decoding loop in progress pauses its captures, runs it at its next step
+        boundary and goes on; an idle model runs it at once.
+
+        Raises:
+            BaseException: Whatever ``run`` raised.
+        """
+        if threading.current_thread() is self._worker:
+            return run()
+        job: _SideJob[T] = _SideJob(run)
+        with self._condition:
+            self._side.append(job)  # type: ignore[arg-type]
+            self._ensure_worker()
+            self._condition.notify_all()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result  # type: ignore[return-value]
+
+    def _run_side_jobs(self) -> None:
+        with self._condition:
+            jobs, self._side = self._side, []
+        for job in jobs:
+            job()
+
+    def _take_batch(self) -> tuple[list[_Ticket], CaptureOptions | None]:
+        """Queued requests whose signals one set of hooks can read, and those hooks."""
+        with self._condition:
+            if not self._pending:
+                return [], None
+            deadline = time.monotonic() + self.gather_seconds
+            while sum(t.rows for t in self._pending) < self.max_batch_rows:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._condition.wait(left)
+            batch: list[_Ticket] = []
+            rest: list[_Ticket] = []
+            capture: CaptureOptions | None = None
+            rows = 0
+            for ticket in self._pending:
+                joint = (
+                    ticket.decoder.capture
+                    if capture is None
+                    else capture_union(capture, ticket.decoder.capture)
+                )
+                fits = not batch or rows + ticket.rows <= self.max_batch_rows
+                if joint is not None and fits:
+                    batch.append(ticket)
+                    capture = joint
+                    rows += ticket.rows
+                else:
+                    rest.append(ticket)
+            self._pending = rest
+            return batch, capture
+
+    def _serve(self) -> None:
+        """The model's thread: every forward pass of this model runs here.
+
+        Every forward pass of the model runs on this thread: torch's intra-op threads
+        (OpenMP) run 2-3x slower once two live threads have used them, so the callers'
+        threads never run the model. The thread ends after ``linger_seconds`` idle.
+        """
+        while True:
+            with self._condition:
+                if not self._pending and not self._side:
+                    self._condition.wait(self.linger_seconds)
+                if not self._pending and not self._side:
+                    self._worker = None  # idle: end the thread (and its OpenMP team)
+                    return
+            with self.lock:
+                self._run_side_jobs()
+            batch, capture = self._take_batch()
+            if not batch or capture is None:
+                continue
+            self.batch_sizes[len(batch)] += 1
+            with self._condition:
+                self._looping = True
+            try:
+                self._run(batch, capture)
+            finally:
+                with self._condition:
+                    self._looping = False
+
+    def _run(self, batch: list[_Ticket], capture: CaptureOptions) -> None:
+
+        def admit(rows: int) -> list[TraceDecoder]:
+            """Queued requests the loop's hooks serve that fit, joining at a step boundary."""
+            with self._condition:
+                if not all(capture_covers(capture, t.decoder.capture) for t in self._pending):
+                    return []  # others wait for another loop: drain this one first
+                joining: list[_Ticket] = []
+                rest: list[_Ticket] = []
+                for ticket in self._pending:
+                    fits = rows + ticket.rows <= self.max_batch_rows
+                    if fits and capture_covers(capture, ticket.decoder.capture):
+                        joining.append(ticket)
+                        rows += ticket.rows
+                    else:
+                        rest.append(ticket)
+                self._pending = rest
+            batch.extend(joining)
+            self.joined += len(joining)
+            return [t.decoder for t in joining]
+
+        try:
+            with self.lock:
+                stream = decode_together(
+                    self.model,
+                    [t.decoder for t in batch],
+                    capture=capture,
+                    admit=admit,
+                    between=self._run_side_jobs,
+                )
+                previous: _Ticket | None = None
+                for index, event in stream:
+                    ticket = batch[index]
+                    if previous is not None and previous is not ticket:
+                        previous.flush()  # a request's events of one step come together
+                    previous = ticket
+                    if event is not None:
+                        if ticket.stream:
+                            ticket.step.append(event)
+                    else:  # the request is done: its caller goes on at once
+                        ticket.flush()
+                        failed = ticket.decoder.error
+                        ticket.events.put(_END if failed is None else failed)
+                if previous is not None:
+                    previous.flush()
+        except Exception as error:  # the shared forward pass failed: every caller hears
+            for ticket in batch:
+                if not ticket.decoder.traces:
+                    ticket.events.put(error)

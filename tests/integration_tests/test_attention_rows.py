@@ -1,0 +1,100 @@
+"""Attention rows on sdpa equal eager's: every architecture, decoding and full passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
+from langchain_adaptive_rag.attention_rows import attention_rows
+from langchain_adaptive_rag.generation import attention_module
+
+ATOL = 1e-5
+PROMPT = (
+    "Question: Anna Berg was born in 1931 in Oslo and she directed the film Blue Harbour "
+    "in 1962. Who directed it?\nAnswer:"
+)
+ARCHITECTURES = ["llama", "qwen2", "gpt2", "mistral", "gemma"]
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_sdpa_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch: str) -> None:
+    eager = ChatTransformers(model=str(tiny_model_dirs[arch]), attn_implementation="eager")
+    sdpa = ChatTransformers(model=str(tiny_model_dirs[arch]), attn_implementation="sdpa")
+    assert sdpa.hf_model.config._attn_implementation == "sdpa" and sdpa.attention_available
+    options = {"max_new_tokens": 12, "min_new_tokens": 12, "hidden": True}
+    options |= {"attention": True, "attention_head_max": True, "attention_layer": 0}
+    (want,) = eager.generate_trace(PROMPT, **options)
+    (got,) = sdpa.generate_trace(PROMPT, **options)
+    assert got.token_ids.tolist() == want.token_ids.tolist()
+    assert got.attention is not None and want.attention is not None
+    np.testing.assert_allclose(got.attention, want.attention, atol=ATOL)
+    np.testing.assert_allclose(got.attention_head_max, want.attention_head_max, atol=ATOL)
+    np.testing.assert_allclose(got.hidden, want.hidden, atol=ATOL)
+    np.testing.assert_allclose(got.attention.sum(axis=1), 1.0, atol=ATOL)
+    # the reference-mode forward pass: every row of the last layer
+    full, reference = sdpa.forward_attention(PROMPT), eager.forward_attention(PROMPT)
+    np.testing.assert_allclose(full.weights, reference.weights, atol=ATOL)
+    with torch.no_grad():
+        out = eager.hf_model(
+            input_ids=torch.tensor([full.token_ids.tolist()]), output_attentions=True
+        )
+    np.testing.assert_allclose(full.weights, out.attentions[-1][0].numpy(), atol=ATOL)
+    # the routed layer is restored: the model's layers all run sdpa again
+    assert attention_module(sdpa.hf_model, 0).config._attn_implementation == "sdpa"
+
+
+def test_sliding_window_rows_see_only_the_window(tiny_model_dirs: dict[str, Path]) -> None:
+    sdpa = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
+    (trace,) = sdpa.generate_trace(PROMPT, max_new_tokens=4, min_new_tokens=4, attention=True)
+    assert trace.attention is not None
+    for t in range(trace.num_tokens):
+        position = trace.num_prompt_tokens + t
+        assert np.all(trace.attention[t, : position - 15] == 0)  # window 16
+        assert trace.attention[t, position - 15 : position + 1].sum() == pytest.approx(1.0)
+
+
+def test_rows_by_hand() -> None:
+    # one head, head_dim 1, keys 1, 2, 0: scores q*k*scaling = (1, 2, 0) for q = 1
+    query = torch.tensor([[[[1.0]]]])
+    key = torch.tensor([[[[1.0], [2.0], [0.0]]]])
+    expected = np.exp([1.0, 2.0, 0.0]) / np.exp([1.0, 2.0, 0.0]).sum()
+    rows = attention_rows(query, key, None, scaling=1.0)
+    np.testing.assert_allclose(rows[0, 0, 0].numpy(), expected, rtol=1e-6)
+    window = attention_rows(query, key, None, scaling=1.0, sliding_window=2)  # sees keys 1, 2
+    np.testing.assert_allclose(
+        window[0, 0, 0].numpy(), [0, *np.exp([2.0, 0.0]) / (np.exp(2.0) + 1)], rtol=1e-6
+    )
+    padded = torch.tensor([[0, 1, 1]])  # a flash-attention padding mask: key 0 is padding
+    np.testing.assert_allclose(
+        attention_rows(query, key, padded, scaling=1.0)[0, 0, 0].numpy(), window[0, 0, 0].numpy()
+    )
+    additive = torch.tensor([[[[torch.finfo(torch.float32).min, 0.0, 0.0]]]])
+    np.testing.assert_allclose(
+        attention_rows(query, key, additive, scaling=1.0)[0, 0, 0].numpy(), window[0, 0, 0].numpy()
+    )
+    capped = attention_rows(query, key, None, scaling=1.0, softcap=1.0)
+    expected = np.exp(np.tanh([1.0, 2.0, 0.0]))
+    np.testing.assert_allclose(capped[0, 0, 0].numpy(), expected / expected.sum(), rtol=1e-6)
+    # grouped-query heads: two query heads share one key head
+    two = attention_rows(torch.tensor([[[[1.0]], [[0.0]]]]), key, None, scaling=1.0)
+    np.testing.assert_allclose(two[0, 1, 0].numpy(), [1 / 3] * 3, rtol=1e-6)
+
+
+def test_attention_that_bypasses_the_interface_fails_with_the_fix(
+    tiny_model_dirs: dict[str, Path],
+) -> None:
+    sdpa = ChatTransformers(model=str(tiny_model_dirs["llama"]), attn_implementation="sdpa")
+    module = attention_module(sdpa.hf_model, -1)
+
+    def own_kernel(hidden_states: torch.Tensor, *args: object, **kwargs: object) -> tuple:
+        return torch.zeros_like(hidden_states), None  # computes without AttentionInterface
+
+    module.forward = own_kernel  # type: ignore[method-assign]
+    assert not sdpa.attention_available
+    with pytest.raises(AttentionUnavailableError, match="does not call transformers'") as caught:
+        sdpa.generate_trace(PROMPT, max_new_tokens=2, attention=True)
+    assert 'attn_implementation="eager"' in str(caught.value)

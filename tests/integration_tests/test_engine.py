@@ -1,0 +1,303 @@
+"""Concurrent calls join one batched decoding loop and get what a call alone gets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from langchain_adaptive_rag import ChatTransformers, GenerationTrace
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    DecodingOptions,
+    TraceDecoder,
+    capture_covers,
+    capture_union,
+    decode_together,
+)
+
+ATOL = 1e-4
+PROMPTS = [
+    "Anna Berg was born in",
+    "Question: who directed the film Blue Harbour in 1962 and where?\nAnswer:",
+    "Carl",
+    "The river Seine flows through Paris, the capital of France, and then",
+    "Maria Holm",
+    "Question: In which city was Carl Lind born?\nAnswer:",
+]
+CALLS: list[dict[str, Any]] = [
+    {"max_new_tokens": 12, "min_new_tokens": 4, "attention": True, "hidden": True},
+    {"max_new_tokens": 9, "stop": ["\n", " the"], "attention": True},
+    {"max_new_tokens": 6, "n": 3, "do_sample": True, "seed": 11, "hidden": True},
+    {"max_new_tokens": 15, "min_new_tokens": 15, "top_logprobs": 2},
+    {"max_new_tokens": 8, "include_greedy": True, "n": 2, "do_sample": True, "seed": 3},
+    {"max_new_tokens": 10, "hidden": True, "hidden_at": "eos", "attention": True},
+]
+
+
+def assert_same(got: list[GenerationTrace], want: list[GenerationTrace]) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.token_ids.tolist() == b.token_ids.tolist()
+        assert a.text == b.text and a.finish_reason == b.finish_reason
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL)
+        np.testing.assert_allclose(a.entropies, b.entropies, atol=ATOL)
+        for name in ("attention", "hidden", "top_logprobs"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert (x is None) == (y is None), name
+            if x is not None:
+                np.testing.assert_allclose(x, y, atol=ATOL)
+
+
+def run_together(chat: ChatTransformers, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Start every call at once from its own thread."""
+    barrier = threading.Barrier(len(calls))
+
+    def start(call: Callable[[], Any]) -> Any:
+        barrier.wait()
+        return call()
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(start, calls))
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "mistral"])
+def test_concurrent_calls_equal_calls_made_alone(
+    tiny_model_dirs: dict[str, Path], arch: str
+) -> None:
+    chat = ChatTransformers(
+        model=str(tiny_model_dirs[arch]), batch_concurrent_calls=True, attn_implementation="sdpa"
+    )
+    alone = [chat.generate_trace(p, **c) for p, c in zip(PROMPTS, CALLS, strict=True)]
+    calls = [
+        (lambda p=p, c=c: chat.generate_trace(p, **c)) for p, c in zip(PROMPTS, CALLS, strict=True)
+    ]
+    for _ in range(2):
+        together = run_together(chat, calls)
+        for got, want in zip(together, alone, strict=True):
+            assert_same(got, want)
+    assert chat.engine is not None
+
+
+def test_calls_waiting_for_a_busy_model_decode_together(llama_dir: Path) -> None:
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=6, min_new_tokens=6
+    )
+    expected = [chat.invoke(p).content for p in PROMPTS[:4]]
+    engine = chat.engine
+    assert engine is not None and engine.batch_sizes == {1: 4} and engine.joined == 0
+    with ThreadPoolExecutor(4) as pool, engine.lock:  # the model is busy
+        futures = [pool.submit(lambda p=p: chat.invoke(p).content) for p in PROMPTS[:4]]
+        while len(engine._pending) < 4:
+            threading.Event().wait(0.001)
+    assert [f.result() for f in futures] == expected
+    assert engine.batch_sizes == {1: 4, 4: 1}  # the four waiting calls shared one loop
+
+
+def test_streams_and_callbacks_stay_with_their_caller(llama_dir: Path) -> None:
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=10, min_new_tokens=6
+    )
+    expected = [chat.invoke(p).content for p in PROMPTS[:3]]
+    expected += [chat.generate_trace(p)[0].text for p in PROMPTS[3:]]
+    seen: dict[int, list[str]] = {i: [] for i in range(len(PROMPTS))}
+
+    def stream(i: int) -> str:
+        return "".join(str(chunk.content) for chunk in chat.stream(PROMPTS[i]))
+
+    def traced(i: int) -> str:
+        (trace,) = chat.generate_trace(PROMPTS[i], on_token=lambda e: seen[i].append(e.piece))
+        return trace.text
+
+    texts = run_together(chat, [lambda i=i: stream(i) for i in range(3)])
+    texts += run_together(chat, [lambda i=i: traced(i) for i in range(3, 6)])
+    assert texts == expected
+    for i in range(3, 6):
+        assert "".join(seen[i]) == expected[i]
+
+
+def test_a_failing_request_fails_only_its_caller(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    model, tokenizer = chat.hf_model, chat.hf_tokenizer
+    options = DecodingOptions(max_new_tokens=8, min_new_tokens=8)
+
+    def decoder(prompt: str) -> TraceDecoder:
+        return TraceDecoder(model, tokenizer, chat.encode(prompt), decoding=options)
+
+    alone = [decoder(p).run() for p in PROMPTS[:3]]
+    broken = decoder(PROMPTS[3])
+    calls = {"n": 0}
+    original = broken._choose_tokens
+
+    def fail_at_third_step(*args: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("this request's own failure")
+        return original(*args)
+
+    broken._choose_tokens = fail_at_third_step  # type: ignore[method-assign]
+    decoders = [decoder(p) for p in PROMPTS[:3]]
+    done = [r for r, event in decode_together(model, [*decoders, broken]) if event is None]
+    assert sorted(done) == [0, 1, 2, 3]
+    assert isinstance(broken.error, RuntimeError)
+    for d, want in zip(decoders, alone, strict=True):
+        assert d.error is None
+        assert_same(d.traces, want)
+
+
+def test_engine_hands_the_failure_to_that_caller_alone(llama_dir: Path) -> None:
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=8, min_new_tokens=8
+    )
+    expected = [chat.invoke(p).content for p in PROMPTS[:3]]
+    original = TraceDecoder._choose_tokens
+
+    def failing(self: TraceDecoder, *args: Any) -> Any:
+        if self.decoding.max_new_tokens == 7:  # the one call made with this budget
+            raise RuntimeError("bad request")
+        return original(self, *args)
+
+    TraceDecoder._choose_tokens = failing  # type: ignore[method-assign]
+    try:
+
+        def ask(prompt: str) -> object:
+            try:
+                budget = 7 if prompt == "boom" else 8
+                return chat.invoke(prompt, max_new_tokens=budget).content
+            except RuntimeError as error:
+                return error
+
+        results = run_together(chat, [lambda p=p: ask(p) for p in [*PROMPTS[:3], "boom"]])
+    finally:
+        TraceDecoder._choose_tokens = original  # type: ignore[method-assign]
+    assert results[:3] == expected
+    assert isinstance(results[3], RuntimeError)
+
+
+def test_a_caller_that_stops_reading_leaves_the_batch(llama_dir: Path) -> None:
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=40, min_new_tokens=40
+    )
+    expected = chat.invoke(PROMPTS[1]).content
+
+    def stop_early() -> str:
+        stream = chat.stream(PROMPTS[0])
+        first = next(stream)
+        stream.close()
+        return str(first.content)
+
+    first, full = run_together(chat, [stop_early, lambda: chat.invoke(PROMPTS[1]).content])
+    assert full == expected and first
+    assert chat.invoke(PROMPTS[2]).content  # the engine still serves
+
+
+def test_reference_forward_pass_runs_between_decoding_steps(llama_dir: Path) -> None:
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, attn_implementation="sdpa"
+    )
+    alone = chat.forward_attention(PROMPTS[1])
+    long_call = {"max_new_tokens": 60, "min_new_tokens": 60, "attention": True}
+    started = threading.Event()
+
+    def generate() -> list[GenerationTrace]:
+        return chat.generate_trace(PROMPTS[0], on_token=lambda e: started.set(), **long_call)
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(generate)
+        started.wait(timeout=30)
+        during = chat.forward_attention(PROMPTS[1])  # a loop is running
+        traces = future.result()
+    np.testing.assert_allclose(during.weights, alone.weights, atol=1e-6)
+    assert_same(traces, chat.generate_trace(PROMPTS[0], **long_call))
+
+
+def test_capture_union_and_cover() -> None:
+    attention = CaptureOptions(attention=True, attention_layer=1)
+    hidden = CaptureOptions(hidden=True, hidden_layer=0, hidden_at="eos")
+    union = capture_union(attention, hidden)
+    assert union is not None and union.attention and union.hidden
+    assert capture_covers(union, attention) and capture_covers(union, hidden)
+    assert capture_covers(union, CaptureOptions())
+    assert capture_union(attention, CaptureOptions(attention=True, attention_layer=0)) is None
+    assert not capture_covers(attention, CaptureOptions(attention=True, attention_head_max=True))
+
+
+def test_batching_can_be_turned_off(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=False)
+    texts = run_together(chat, [lambda p=p: chat.invoke(p).content for p in PROMPTS[:3]])
+    assert texts == [chat.invoke(p).content for p in PROMPTS[:3]] and chat.engine is None
+    on_cpu = ChatTransformers(model=str(llama_dir))  # default: batching on accelerators only
+    assert on_cpu.batch_concurrent_calls is None and not on_cpu.batching
+    on_cpu.invoke(PROMPTS[0])
+    assert on_cpu.engine is None
+
+
+@pytest.mark.parametrize("method", ["dragin", "flare", "seakr"])
+def test_graph_batch_equals_invoking_one_by_one(llama_dir: Path, method: str) -> None:
+    from langchain_adaptive_rag import (
+        DRAGINConfig,
+        FLAREConfig,
+        SeaKRConfig,
+        create_adaptive_rag_graph,
+        create_bm25_retriever,
+    )
+
+    configs = {
+        "dragin": DRAGINConfig(generate_max_length=12, theta=0.5),  # reference attention
+        "flare": FLAREConfig(generate_max_length=12),
+        "seakr": SeaKRConfig(generate_max_length=12, num_samples=3, hidden_layer=1, delta=-100),
+    }
+    chat = ChatTransformers(
+        model=str(llama_dir),
+        batch_concurrent_calls=True,
+        min_new_tokens=4,
+        attn_implementation="sdpa",
+    )
+    retriever = create_bm25_retriever(
+        ["Blue Harbour is a 1962 film directed by Anna Berg.", "Carl Lind was born in Oslo."]
+    )
+    graph = create_adaptive_rag_graph(chat, retriever, method, config=configs[method])
+    questions = [{"question": q} for q in ("Who directed Blue Harbour?", "Where was Carl born?")]
+    questions += [{"question": "When was Anna Berg born?"}, {"question": "Who is Maria Holm?"}]
+    one_by_one = [graph.invoke(q) for q in questions]
+    together = graph.batch(questions)
+    for got, want in zip(together, one_by_one, strict=True):
+        assert got["answer"] == want["answer"]
+        assert [e["doc_ids"] for e in got["retrievals"]] == [
+            e["doc_ids"] for e in want["retrievals"]
+        ]
+        assert got["counts"] == want["counts"]
+
+
+def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    model, tokenizer = chat.hf_model, chat.hf_tokenizer
+
+    def decoder(prompt: str, budget: int) -> TraceDecoder:
+        options = DecodingOptions(max_new_tokens=budget, min_new_tokens=budget)
+        capture = CaptureOptions(attention=True, hidden=True)
+        return TraceDecoder(
+            model, tokenizer, chat.encode(prompt), decoding=options, capture=capture
+        )
+
+    alone = [
+        decoder(PROMPTS[1], 20).run(),
+        decoder(PROMPTS[2], 6).run(),
+        decoder(PROMPTS[3], 9).run(),
+    ]
+    running = decoder(PROMPTS[1], 20)  # one request: the loop starts unpadded
+    late = [decoder(PROMPTS[2], 6), decoder(PROMPTS[3], 9)]  # shorter and longer prompts
+    steps = {"n": 0}
+
+    def admit(rows: int) -> list[TraceDecoder]:
+        steps["n"] += 1
+        return late if steps["n"] == 5 else []  # join at the fifth step boundary
+
+    list(decode_together(model, [running], admit=admit))
+    for got, want in zip([running, *late], alone, strict=True):
+        assert_same(got.traces, want)
