@@ -62,11 +62,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=8, help="questions run first, untimed")
     parser.add_argument("--methods", default="single_round,flare,dragin,seakr")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-batch-rows", type=int, default=64)
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     torch.set_num_threads(2)
     model = load_toy_model()
     model.batch_concurrent_calls = True  # on a CPU it is off unless asked for
+    model.max_batch_rows = args.max_batch_rows
     if args.device:
         model.hf_model.to(args.device)
     retriever = toy_retriever(k=3)

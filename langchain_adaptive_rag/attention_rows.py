@@ -102,8 +102,11 @@ def attention_rows(
     scores = torch.matmul(q, k.transpose(-1, -2)) * (dim**-0.5 if scaling is None else scaling)
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    visible = _visible(attention_mask, batch, queries, k.shape[2], sliding_window, q.device)
-    scores = scores.masked_fill(~visible, float("-inf"))
+    keys = k.shape[2]
+    window_cuts = sliding_window is not None and sliding_window < keys
+    if attention_mask is not None or window_cuts or queries > 1:  # else every key is seen
+        visible = _visible(attention_mask, batch, queries, keys, sliding_window, q.device)
+        scores = scores.masked_fill(~visible, float("-inf"))
     return torch.softmax(scores, dim=-1)
 
 
