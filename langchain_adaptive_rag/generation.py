@@ -1013,6 +1013,22 @@ class _BatchLoop:
         self.rows += rows
         self.positions += positions
 
+    def _trim(self) -> None:
+        """Drop the leading cache columns that are padding for every remaining row.
+
+        Rows are left-padded, so a column every row masks out carries nothing; without
+        this a loop that requests keep joining would attend over ever longer padding.
+        """
+        if not self.padded or not self._joinable():
+            return
+        lead = int(self.mask.argmax(dim=1).min().item())  # each row: zeros, then ones
+        if lead == 0:
+            return
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[:, :, lead:, :]
+            layer.values = layer.values[:, :, lead:, :]
+        self.mask = self.mask[:, lead:]
+
     def _joinable(self) -> bool:
         from transformers.cache_utils import DynamicLayer
 
@@ -1046,6 +1062,7 @@ class _BatchLoop:
                 self.mask = self.mask[kept]
                 self.rows = [self.rows[i] for i in keep]
                 self.positions = [self.positions[i] for i in keep]
+                self._trim()
             self._step([feed[i] for i in keep])  # type: ignore[misc]
 
     def _choose(self) -> Iterator[tuple[int, TokenEvent]]:
