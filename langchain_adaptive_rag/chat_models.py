@@ -24,7 +24,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from typing_extensions import Self
 
@@ -219,6 +219,10 @@ class ChatTransformers(BaseChatModel):
     """Hub revision (branch, tag or commit) when loading by id."""
     local_files_only: bool = False
     """Load from the local cache or directory only, never from the hub."""
+    hf_token: SecretStr | None = Field(default=None, alias="api_key")
+    """Hugging Face access token for gated or private hub models (Llama-2, Llama-3), also
+    accepted as ``api_key``. ``None``: the token transformers finds itself (``HF_TOKEN``
+    or a saved ``hf auth login``)."""
     max_new_tokens: int = Field(default=256, alias="max_tokens", ge=1)
     """Maximum number of generated tokens (also accepted as ``max_tokens``)."""
     min_new_tokens: int = Field(default=0, ge=0)
@@ -258,6 +262,12 @@ class ChatTransformers(BaseChatModel):
     ``False``: one call at a time, in the caller's thread, behind a lock."""
     max_batch_rows: int = Field(default=64, ge=1)
     """Most sequences (samples of all joined calls) decoded in one batch."""
+    timeout: float | None = Field(default=None, alias="request_timeout")
+    """Accepted for LangChain's standard chat-model parameters and ignored: a local model
+    makes no network request to time out (a generation is bounded by ``max_new_tokens``)."""
+    max_retries: int | None = None
+    """Accepted for LangChain's standard chat-model parameters and ignored: a local model
+    has no transient network failure to retry."""
 
     _hf_model: PreTrainedModel = PrivateAttr(default=None)
     _hf_tokenizer: PreTrainedTokenizerBase = PrivateAttr(default=None)
@@ -314,15 +324,27 @@ class ChatTransformers(BaseChatModel):
             attn_implementation=self.attn_implementation,
             revision=self.revision,
             local_files_only=self.local_files_only,
+            token=self._token(),
         )
         if self.device is not None:
             model.to(self.device)
         tokenizer = self.tokenizer
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(
-                name, revision=self.revision, local_files_only=self.local_files_only
+                name,
+                revision=self.revision,
+                local_files_only=self.local_files_only,
+                token=self._token(),
             )
         return model, tokenizer
+
+    def _token(self) -> str | None:
+        return self.hf_token.get_secret_value() if self.hf_token is not None else None
+
+    @property
+    def lc_secrets(self) -> dict[str, str]:
+        """The hub token is a secret: serialised as a reference to ``HF_TOKEN``."""
+        return {"hf_token": "HF_TOKEN"}
 
     @classmethod
     def from_model_id(

@@ -13,6 +13,7 @@ same tokens as a single-sample call with seed ``s + i``.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -979,7 +980,8 @@ class _BatchLoop:
         self.cache: Any = None
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         self.logits = torch.zeros((0, 0), device=self.device)
-        self.finished: set[int] = set()
+        self.unfinished: set[int] = set(range(len(decoders)))
+        """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
 
     def _prefill(self, first: int) -> None:
         """Prefill requests ``first..`` and append their rows (left padding as needed)."""
@@ -995,7 +997,7 @@ class _BatchLoop:
         out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **extra)
         rows = [(first + j, b) for j, d in enumerate(new) for b in range(len(d.samples))]
         select = torch.tensor([r - first for r, _ in rows], device=self.device)
-        cache = out.past_key_values
+        cache = _output_cache(out)
         if len(rows) != len(new):
             cache.batch_select_indices(select)  # one prefill serves every sample of a request
         if self.hooks.hidden is not None:
@@ -1049,6 +1051,7 @@ class _BatchLoop:
                 if joining:
                     first = len(self.decoders)
                     self.decoders += joining
+                    self.unfinished.update(range(first, len(self.decoders)))
                     self._prefill(first)
             yield from self._choose()
             feed = [self.decoders[r]._next_input(b) for r, b in self.rows]  # None: done
@@ -1069,10 +1072,11 @@ class _BatchLoop:
         """Pick, score and stop-check each sample, one request at a time."""
         shared = len(self.decoders) > 1 or self.admit is not None
         step = StepLogits.of(self.logits)
-        for r, decoder in enumerate(self.decoders):
-            present = [i for i, (owner, _) in enumerate(self.rows) if owner == r]
-            if not present:
-                continue
+        owned: dict[int, list[int]] = {}  # request -> its rows, in request order
+        for i, (owner, _) in enumerate(self.rows):
+            owned.setdefault(owner, []).append(i)
+        for r in sorted(owned):
+            decoder, present = self.decoders[r], owned[r]
             if decoder.stop_requested:
                 decoder.cancel()
             samples = [self.rows[i][1] for i in present]
@@ -1089,10 +1093,11 @@ class _BatchLoop:
 
     def _finish_requests(self) -> Iterator[tuple[int, None]]:
         """Set the traces of every request whose samples are all done; announce it."""
-        for r, decoder in enumerate(self.decoders):
-            if r not in self.finished and all(sample.done for sample in decoder.samples):
+        for r in sorted(self.unfinished):
+            decoder = self.decoders[r]
+            if all(sample.done for sample in decoder.samples):
                 decoder.traces = [decoder._trace(sample) for sample in decoder.samples]
-                self.finished.add(r)
+                self.unfinished.discard(r)
                 yield r, None
 
     def _step(self, tokens: list[int]) -> None:
@@ -1107,7 +1112,8 @@ class _BatchLoop:
                 "position_ids": torch.tensor(self.positions, device=self.device).unsqueeze(1),
             }
         inputs = torch.tensor(tokens, dtype=torch.long, device=self.device).unsqueeze(1)
-        out = self.model(input_ids=inputs, past_key_values=self.cache, use_cache=True, **step)
+        step[_cache_keyword(self.model)] = self.cache
+        out = self.model(input_ids=inputs, use_cache=True, **step)
         self.logits = out.logits[:, -1, :].float()
         hooks = self.hooks
         for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
@@ -1116,6 +1122,30 @@ class _BatchLoop:
             if hooks.rows is not None:
                 head_max = hooks.head_max[i] if hooks.head_max is not None else None
                 self.decoders[r]._store_row(b, self.positions[i], hooks.rows[i], head_max)
+
+
+def _cache_keyword(model: PreTrainedModel) -> str:
+    """The forward argument that takes a KV cache.
+
+    Newer transformers 5.x releases name it ``cache`` and deprecate ``past_key_values``
+    (removed in 5.40); earlier 5.x releases know only ``past_key_values``.
+    """
+    model_class = type(model)
+    keyword = _CACHE_KEYWORDS.get(model_class)
+    if keyword is None:
+        parameters = inspect.signature(model_class.forward).parameters
+        keyword = "cache" if "cache" in parameters else "past_key_values"
+        _CACHE_KEYWORDS[model_class] = keyword
+    return keyword
+
+
+_CACHE_KEYWORDS: dict[type, str] = {}
+
+
+def _output_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned, under either release's field name."""
+    cache = out.get("cache") if hasattr(out, "get") else None
+    return cache if cache is not None else out.past_key_values
 
 
 def _join_caches(

@@ -65,10 +65,5 @@ class TinyChatParams:
         return {"model": shared_tiny_llama(), "min_new_tokens": 2}
 
     @property
-    def standard_chat_model_params(self) -> dict[str, object]:
-        # A local model has no network: timeout and max_retries do not apply.
-        return {"temperature": 0, "max_tokens": 100, "stop": []}
-
-    @property
     def supports_model_override(self) -> bool:
         return False

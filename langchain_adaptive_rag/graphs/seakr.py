@@ -108,6 +108,11 @@ class SamplingModel(TraceModel, Protocol):
         ...
 
 
+def middle_layer(num_layers: int) -> int:
+    """SeaKR's layer of a ``num_layers``-layer model: ``L/2 - 1`` from 0 (15 of 32)."""
+    return max(0, num_layers // 2 - 1)
+
+
 @dataclass(frozen=True)
 class SeaKRConfig(GenerationConfig):
     """SeaKR settings (the paper's symbols)."""
@@ -125,8 +130,10 @@ class SeaKRConfig(GenerationConfig):
     """Top-p of the samples."""
     seed: int = 0
     """Seed of the first sample (sample ``i`` uses ``seed + i``)."""
-    hidden_layer: int = 15
-    """Layer whose hidden state is read: ``L/2 - 1`` counted from 0 (15 for 32 layers)."""
+    hidden_layer: int | None = None
+    """Layer whose hidden state is read, counted from 0 (negative: from the end).
+    ``None``: the given model's middle layer ``L/2 - 1``, as SeaKR reads it (15 of
+    Llama-2-7B's 32); a model that does not say its depth reads layer 15."""
     hidden_site: Literal["residual", "mlp"] = "mlp"
     """``mlp`` output (SeaKR's vLLM patch) or the layer's ``residual`` output."""
     alpha: float = 1e-3
@@ -205,13 +212,21 @@ class SeaKRPolicy(Policy):
         super().check_model(model)
         layers = getattr(model, "num_layers", None)
         layer = self.config.hidden_layer
-        if isinstance(layers, int) and not -layers <= layer < layers:
+        if layer is not None and isinstance(layers, int) and not -layers <= layer < layers:
             msg = (
                 f"SeaKRConfig.hidden_layer={layer} does not exist: the model has {layers} "
-                f"decoder layers. Fix: SeaKRConfig(hidden_layer={layers // 2 - 1}) reads the "
-                "middle layer, as SeaKR does (15 of Llama-2-7B's 32)."
+                f"decoder layers. Fix: SeaKRConfig(hidden_layer={middle_layer(layers)}) reads "
+                "the middle layer, as SeaKR does (15 of Llama-2-7B's 32), and so does the "
+                "default hidden_layer=None."
             )
             raise AdaptiveRAGError(msg)
+
+    def _hidden_layer(self, ctx: RunContext) -> int:
+        """The configured layer, or the model's middle one."""
+        if self.config.hidden_layer is not None:
+            return self.config.hidden_layer
+        layers = getattr(ctx.model, "num_layers", None)
+        return middle_layer(layers) if isinstance(layers, int) else 15
 
     def _model(self, ctx: RunContext) -> SamplingModel:
         return ctx.model  # type: ignore[return-value]
@@ -242,7 +257,7 @@ class SeaKRPolicy(Policy):
                 seed=config.seed,
                 stop=stop,
                 hidden=True,
-                hidden_layer=config.hidden_layer,
+                hidden_layer=self._hidden_layer(ctx),
                 hidden_site=config.hidden_site,
                 hidden_at="eos",
                 on_token=sink,

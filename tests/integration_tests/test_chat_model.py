@@ -128,6 +128,32 @@ def test_loading_conventions(llama_dir: Path) -> None:
         ChatTransformers(model=42)
 
 
+def test_standard_chat_model_parameters(llama_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """timeout and max_retries are accepted and change nothing; api_key is the hub token."""
+    import transformers
+
+    plain = ChatTransformers(model=str(llama_dir))
+    tokens: list[object] = []
+    for auto in (transformers.AutoModelForCausalLM, transformers.AutoTokenizer):
+        original = auto.from_pretrained
+
+        def recording(*args, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            tokens.append(kwargs.get("token"))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(auto, "from_pretrained", recording)
+    chat = ChatTransformers(model=str(llama_dir), timeout=60, max_retries=2, api_key="hf_secret")
+    assert (chat.timeout, chat.max_retries) == (60, 2)
+    assert tokens == ["hf_secret", "hf_secret"]
+    assert "hf_secret" not in repr(chat)
+    assert (
+        chat.invoke("Hi", max_new_tokens=3).content == plain.invoke("Hi", max_new_tokens=3).content
+    )
+    tokens.clear()
+    ChatTransformers(model=str(llama_dir), request_timeout=5.0)
+    assert tokens == [None, None]
+
+
 def test_max_tokens_alias(llama_dir: Path) -> None:
     assert ChatTransformers(model=str(llama_dir), max_tokens=7).max_new_tokens == 7
     assert ChatTransformers(model=str(llama_dir), max_new_tokens=9).max_new_tokens == 9

@@ -218,7 +218,31 @@ def test_messages_stream_mode_on_a_real_model(chat: ChatTransformers, retriever)
 def test_seakr_layer_is_checked_at_build_time(chat: ChatTransformers, retriever) -> None:
     from langchain_adaptive_rag import AdaptiveRAGError, create_seakr_graph
 
+    bad = SeaKRConfig(hidden_layer=15)
     with pytest.raises(AdaptiveRAGError, match=r"hidden_layer=15 does not exist.*hidden_layer=0"):
-        create_seakr_graph(chat, retriever)
+        create_seakr_graph(chat, retriever, config=bad)
     with pytest.raises(AdaptiveRAGError, match=r"hidden_layer=15 does not exist"):
-        create_adaptive_rag_graph(chat, retriever, "seakr")
+        create_adaptive_rag_graph(chat, retriever, "seakr", config=bad)
+
+
+def test_seakr_defaults_read_the_models_middle_layer(chat: ChatTransformers, retriever) -> None:
+    from langchain_adaptive_rag import create_seakr_graph
+    from langchain_adaptive_rag.graphs.seakr import middle_layer
+
+    assert (middle_layer(32), middle_layer(2), middle_layer(1)) == (15, 0, 0)
+    seen: list[int] = []
+    original = chat.generate_trace
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(kwargs["hidden_layer"])
+        return original(*args, **kwargs)
+
+    object.__setattr__(chat, "generate_trace", spy)
+    try:
+        graph = create_seakr_graph(
+            chat, retriever, config=SeaKRConfig(generate_max_length=8, num_samples=2)
+        )
+        graph.invoke({"question": "Who wrote it?"})
+    finally:
+        object.__delattr__(chat, "generate_trace")
+    assert seen and set(seen) == {middle_layer(chat.num_layers)}
