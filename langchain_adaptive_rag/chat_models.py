@@ -770,13 +770,16 @@ class ChatTransformers(BaseChatModel):
             stop: Stop strings (override the model's ``stop``).
             signal_distribution: ``raw`` or ``processed`` distribution for the signals.
             top_logprobs: Alternatives recorded per position.
-            attention: Record head-averaged attention rows (eager attention only).
+            attention: Record head-averaged attention rows (any attention kernel).
             attention_layer: Decoder layer of the attention rows.
             attention_head_max: Also record the maximum over heads.
             hidden: Record one hidden state per sample.
             hidden_layer: Decoder layer of the hidden state.
             hidden_site: ``residual`` (layer output) or ``mlp`` (MLP output).
-            hidden_at: ``last`` generated token or an ``eos`` token (SeaKR).
+            hidden_at: ``last`` generated token, or an end-of-sequence token: ``eos``
+                (replacing a stop string's last token, after a length ending's) or
+                ``eos_replacing_last`` (replacing the last token of every ending, as
+                SeaKR's code); see ``CaptureOptions.hidden_at``.
             on_token: Called with each token of the first sample as soon as it is final
                 (after stop-string hold-back), for streaming.
 

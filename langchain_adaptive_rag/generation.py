@@ -60,7 +60,7 @@ __all__ = [
 HiddenSite = Literal["residual", "mlp"]
 """Where a hidden state is read: the decoder layer's output (``residual`` stream) or
 the output of its MLP sub-block (``mlp``, the site SeaKR's vLLM patch reads)."""
-HiddenPosition = Literal["last", "eos"]
+HiddenPosition = Literal["last", "eos", "eos_replacing_last"]
 """``last``: the final generated token's position. ``eos``: an end-of-sequence token
 fed at the end (SeaKR): it replaces the final token when generation stopped on EOS or a
 stop string, and is appended after it when the token budget ran out."""
@@ -151,7 +151,11 @@ class CaptureOptions:
     hidden_site: HiddenSite = "residual"
     """Read the layer's output or its MLP sub-block's output."""
     hidden_at: HiddenPosition = "last"
-    """Read at the final generated token or at an end-of-sequence token."""
+    """Where the hidden state is read: ``last``, the final generated token; ``eos``, an
+    end-of-sequence token fed in place of a stop string's last token or after a length
+    ending's last token; ``eos_replacing_last``, an end-of-sequence token fed in place of
+    the last token for every ending (SeaKR's vLLM patch; a length ending's last token is
+    then not fed, so its attention row, if captured, is the EOS's)."""
 
 
 def capture_covers(loop: CaptureOptions, request: CaptureOptions) -> bool:
@@ -713,13 +717,14 @@ class TraceDecoder:
         """Queue the tokens still to feed so every requested signal can be read."""
         capture = self.capture
         eos = self.eos_ids[0] if self.eos_ids else None
-        wants_eos = capture.hidden and capture.hidden_at == "eos" and eos is not None
+        wants_eos = capture.hidden and capture.hidden_at != "last" and eos is not None
         if ended_on_eos:
             sample.tail = [eos] if wants_eos and eos is not None else []
         elif wants_eos and eos is not None:
-            # SeaKR: a stop-string ending is replaced by EOS; a length ending gets one appended.
-            stopped = sample.stop_string is not None
-            sample.tail = [eos] if stopped else [sample.ids[-1], eos]
+            # A stop-string ending is replaced by EOS; a length ending gets one appended
+            # ("eos") or has its last token replaced ("eos_replacing_last").
+            replaced = sample.stop_string is not None or capture.hidden_at == "eos_replacing_last"
+            sample.tail = [eos] if replaced else [sample.ids[-1], eos]
         elif capture.attention or capture.hidden:
             sample.tail = [sample.ids[-1]]
         else:

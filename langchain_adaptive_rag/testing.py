@@ -281,7 +281,7 @@ class FakeTraceModel:
         hidden: bool = False,
         hidden_layer: int = -1,
         hidden_site: Literal["residual", "mlp"] = "residual",
-        hidden_at: Literal["last", "eos"] = "last",
+        hidden_at: Literal["last", "eos", "eos_replacing_last"] = "last",
         on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Return the next ``n`` (+1 with ``include_greedy``) scripted responses as traces.

@@ -101,7 +101,7 @@ class SamplingModel(TraceModel, Protocol):
         hidden: bool = False,
         hidden_layer: int = -1,
         hidden_site: Literal["residual", "mlp"] = "residual",
-        hidden_at: Literal["last", "eos"] = "last",
+        hidden_at: Literal["last", "eos", "eos_replacing_last"] = "last",
         on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """See ``ChatTransformers.generate_trace``."""
@@ -167,8 +167,30 @@ class SeaKRConfig(GenerationConfig):
     little above that spread keeps the retriever's order among them. Calibrate it like
     ``delta`` (``benchmarks/toy_seakr_rerank.py`` does so for the toy model)."""
 
+    mode: Literal["reference", "paper"] = "reference"
+    """``reference`` (default): SeaKR's code, exactly where it decides differently from the
+    plainest reading of the paper; ``paper``: that reading. The differences:
+
+    - ``U`` precision: float32 with a dense ``J_d`` (reference) or float64 (paper); near
+      the rank-one floor the two differ by up to ~0.02 and a decision at ``delta`` can flip
+      (see :func:`~langchain_adaptive_rag.signals.gram_uncertainty`).
+    - End-of-sequence state: the last token of every sample is replaced by EOS, a length
+      ending's too (reference), or a length ending gets EOS appended (paper).
+    - Samples: those whose text is blank (empty or whitespace once the stop string is cut)
+      are dropped, and ``U = 0`` when none remain (reference); samples with no token are
+      dropped and ``U = inf`` (uncertain) when none remain (paper).
+    - Self-aware reasoning: the rationale's ``U`` is that of its unforced generation even
+      when its answer had to be forced, the documents' that of the forced one (reference),
+      or both that of the generation that gave the answer (paper); an answer is unknown
+      when it contains "unknown" in any case (reference) or is empty, "unknown" or "I
+      don't know" (paper); the rationale wins only with a strictly lower ``U``, ties go to
+      the documents' answer (reference), or the rationale wins ties (paper)."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.mode not in ("reference", "paper"):
+            msg = f"SeaKRConfig.mode must be 'reference' or 'paper', got {self.mode!r}."
+            raise AdaptiveRAGError(msg)
         for name in ("num_samples", "max_docs"):
             if getattr(self, name) < 1:
                 msg = f"SeaKRConfig.{name} must be >= 1, got {getattr(self, name)}."
@@ -185,6 +207,9 @@ class SeaKRConfig(GenerationConfig):
 class _Reading:
     answer: str
     uncertainty: float
+    """``U`` of the generation that gave the answer (the forced one when forced)."""
+    unforced_uncertainty: float
+    """``U`` of the first, unforced generation."""
     text: str
     calls: int
     generated: int
@@ -259,7 +284,7 @@ class SeaKRPolicy(Policy):
                 hidden=True,
                 hidden_layer=self._hidden_layer(ctx),
                 hidden_site=config.hidden_site,
-                hidden_at="eos",
+                hidden_at="eos_replacing_last" if self.reference else "eos",
                 on_token=sink,
             )
         greedy, samples = traces[0], traces[1:]
@@ -297,8 +322,18 @@ class SeaKRPolicy(Policy):
             return length_normalised_entropy([t.logprobs for t in samples])
         if estimator == "energy":
             return energy_score(greedy.logsumexp if greedy.logsumexp is not None else [])
+        if self.reference:  # blank samples dropped; none left: U = 0
+            states = [t.hidden for t in samples if t.text.strip() and t.hidden is not None]
+            if not states:
+                return 0.0
+            return gram_uncertainty(np.stack(states), self.config.alpha, precision="float32")
         states = [t.hidden for t in samples if t.num_tokens > 0 and t.hidden is not None]
         return gram_uncertainty(np.stack(states), self.config.alpha) if states else math.inf
+
+    @property
+    def reference(self) -> bool:
+        """Whether SeaKR's code is followed where it differs (``SeaKRConfig.mode``)."""
+        return self.config.mode == "reference"
 
     def _step_prompt(
         self, ctx: RunContext, state: AdaptiveRAGState, docs: Sequence[RetrievedDoc]
@@ -445,19 +480,43 @@ class SeaKRPolicy(Policy):
         ]
         if state.get("kept_docs"):
             sources.append(state.get("kept_docs", []))
-        scored: list[tuple[float, str, str]] = []
-        for docs in sources:  # the rationale first: it wins ties
+        readings: list[_Reading] = []
+        for docs in sources:  # the rationale first
             reading = self._read(ctx, state, docs)
             counts = bump(counts, llm_calls=reading.calls, generated_tokens=reading.generated)
-            answer = reading.answer.strip().rstrip(".").strip()
-            unknown = not answer or answer.lower() in {"unknown", "i don't know"}
-            scored.append((math.inf if unknown else reading.uncertainty, answer, reading.text))
-        _, answer, text = min(scored, key=lambda r: r[0])
+            readings.append(reading)
+        chosen = self._choose_reading(readings[0], readings[1] if len(readings) > 1 else None)
+        answer, text = chosen.answer.strip().rstrip(".").strip(), chosen.text
         return {
             "answer": normalise_answer(answer, ctx.prompts.answer_kind),
             "text": text,
             "counts": bump(counts),
         }
+
+    def _choose_reading(self, rationale: _Reading, documents: _Reading | None) -> _Reading:
+        """Self-aware reasoning's pick between the rationale's and the documents' answer."""
+        if self.reference:
+            if documents is None:
+                return rationale
+            if "unknown" in rationale.answer.lower():
+                return documents
+            if "unknown" in documents.answer.lower():
+                return rationale
+            # the rationale's U is its unforced call's; a tie goes to the documents
+            if rationale.unforced_uncertainty < documents.uncertainty:
+                return rationale
+            return documents
+        best: tuple[float, _Reading] | None = None
+        for reading in (rationale, documents):  # the rationale first: it wins ties
+            if reading is None:
+                continue
+            answer = reading.answer.strip().rstrip(".").strip()
+            unknown = not answer or answer.lower() in {"unknown", "i don't know"}
+            score = math.inf if unknown else reading.uncertainty
+            if best is None or score < best[0]:
+                best = (score, reading)
+        assert best is not None
+        return best[1]
 
     def _read(
         self, ctx: RunContext, state: AdaptiveRAGState, docs: Sequence[RetrievedDoc]
@@ -476,7 +535,9 @@ class SeaKRPolicy(Policy):
         )
         answer = extract_answer(read.text, prompts.answer_marker)
         if answer is not None:
-            return _Reading(answer, read.uncertainty, read.text, read.calls, read.generated)
+            return _Reading(
+                answer, read.uncertainty, read.uncertainty, read.text, read.calls, read.generated
+            )
         forced = self._sample(
             ctx,
             build_prompt(
@@ -491,6 +552,7 @@ class SeaKRPolicy(Policy):
         return _Reading(
             forced.text,
             forced.uncertainty,
+            read.uncertainty,
             read.text + prompts.forced_answer + forced.text,
             read.calls + forced.calls,
             read.generated + forced.generated,

@@ -111,6 +111,34 @@ def test_hidden_at_appended_eos_after_length_finish(chat: ChatTransformers) -> N
     assert hidden_states is not None
 
 
+def test_hidden_at_eos_replacing_last_after_length_finish(chat: ChatTransformers) -> None:
+    """SeaKR's code: the last token of a length ending is replaced by EOS, not followed."""
+    trace = chat.generate_trace(
+        PROMPT,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        hidden=True,
+        hidden_layer=-1,
+        hidden_at="eos_replacing_last",
+    )[0]
+    assert trace.finish_reason == "length" and trace.num_tokens == 6
+    eos = chat.hf_tokenizer.eos_token_id
+    shortened = GenerationTrace(
+        prompt_ids=trace.prompt_ids,
+        token_ids=trace.token_ids[:-1],
+        tokens=trace.tokens[:-1],
+        text="",
+        logprobs=trace.logprobs[:-1],
+        entropies=trace.entropies[:-1],
+        finish_reason="length",
+    )
+    layers = len(decoder_layers(chat.hf_model))
+    expected = _layer_output(chat, shortened, [eos], layers - 1)
+    np.testing.assert_allclose(trace.hidden, expected, atol=ATOL)
+    appended = _layer_output(chat, trace, [eos], layers - 1)
+    assert not np.allclose(trace.hidden, appended, atol=ATOL)  # not the "eos" reading
+
+
 def _layer_output(chat: ChatTransformers, trace: GenerationTrace, extra: list[int], index: int):
     ids = [*trace.prompt_ids.tolist(), *trace.token_ids.tolist(), *extra]
     captured: list[torch.Tensor] = []

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs.seakr import (
     SeaKRConfig,
+    SeaKRPolicy,
     calibrate_delta,
     create_seakr_graph,
     rerank_choice,
@@ -73,7 +75,9 @@ def test_seakr_full_run() -> None:
     assert f"[1] {PASSAGES[1]}" in str(model.calls[4]["prompt"])
     # samples are drawn in one batched call with EOS hidden states of the chosen layer
     assert model.calls[0]["n"] == 2 and model.calls[0]["include_greedy"] is True
-    assert model.calls[0]["hidden_at"] == "eos" and model.calls[0]["hidden_layer"] == 1
+    assert (
+        model.calls[0]["hidden_at"] == "eos_replacing_last" and model.calls[0]["hidden_layer"] == 1
+    )
     assert model.calls[0]["hidden_site"] == "mlp"
     # self-aware reasoning: the rationale's answer (lower U) beats the documents' answer
     assert result["answer"] == "1931"
@@ -311,3 +315,109 @@ def test_prompt_estimator_asks_the_model(reply: str, p: float, retrieves: bool) 
     # each generation is 1 greedy + 2 samples + 1 self-check: the step, 3 candidates and
     # 2 readings, or 2 steps and 1 reading
     assert result["counts"]["llm_calls"] == 4 * (6 if retrieves else 3)
+
+
+# -- reference mode (SeaKR's code) against the paper reading ---------------------------------
+
+PAPER = SeaKRConfig(num_samples=2, delta=-2.0, hidden_layer=1, mode="paper")
+MIDDLE = ((0.5, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0))  # U between U_SAME and U_APART
+
+
+def _final(
+    config: SeaKRConfig, rationale: list[ScriptedResponse], documents: list[ScriptedResponse]
+):
+    """One retrieval (document p1 kept), an answered step, then the two final readings."""
+    script = [
+        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *_step(" The film is by Carl Lind. X", APART),
+        *_step(" The film was directed by Anna Berg. X", SAME),
+        *_step(" It is a film. X", APART),
+        *_step(" So the answer is 1931.", SAME),
+        *rationale,
+        *documents,
+    ]
+    graph = create_seakr_graph(
+        FakeTraceModel(script), RecordingRetriever(), config=config, prompts=NO_SHOTS
+    )
+    return graph.invoke({"question": QUESTION})["answer"]
+
+
+def test_reference_ties_go_to_the_documents_answer() -> None:
+    rationale = _step(RATIONALE, SAME)
+    documents = _step(" Anna Berg was born in 1930. So the answer is 1930.", SAME)
+    assert _final(CONFIG, rationale, documents) == "1930"  # equal U: the documents' answer
+    assert _final(PAPER, rationale, documents) == "1931"  # equal U: the rationale's
+
+
+def test_reference_rationale_uncertainty_is_its_unforced_calls() -> None:
+    u_middle = gram_uncertainty(np.array(MIDDLE))
+    assert gram_uncertainty(np.array(SMALL)) < u_middle < U_APART
+    rationale = [
+        *_step(" The film was directed by Anna Berg.", APART),  # no answer: U_APART
+        *_step(" 1931", SMALL),  # forced: the lowest U
+    ]
+    documents = _step(" Anna Berg was born in 1930. So the answer is 1930.", MIDDLE)
+    # reference: the rationale is weighed by U_APART and loses; paper: by U_SMALL and wins
+    assert _final(CONFIG, rationale, documents) == "1930"
+    assert _final(PAPER, rationale, documents) == "1931"
+
+
+def test_reference_unknown_is_a_substring_in_any_case() -> None:
+    rationale = _step(" Nothing is said. So the answer is Unknown person.", SMALL)
+    documents = _step(" Anna Berg was born in 1930. So the answer is 1930.", SAME)
+    assert _final(CONFIG, rationale, documents) == "1930"  # "Unknown person" is unknown
+    assert _final(PAPER, rationale, documents) == "Unknown person"  # lower U, not unknown
+
+
+def _trace(text: str, hidden: tuple[float, ...]) -> GenerationTrace:
+    count = len(text.split()) or (1 if text else 0)
+    return GenerationTrace(
+        prompt_ids=np.zeros(0, dtype=np.int64),
+        token_ids=np.arange(count, dtype=np.int64),
+        tokens=[text] if count else [],
+        text=text,
+        logprobs=np.zeros(count, dtype=np.float32),
+        entropies=np.zeros(count, dtype=np.float32),
+        finish_reason="stop",
+        hidden=np.asarray(hidden, dtype=np.float32),
+    )
+
+
+def test_reference_drops_blank_samples_and_none_left_is_zero() -> None:
+    reference, paper = SeaKRPolicy(CONFIG), SeaKRPolicy(PAPER)
+    greedy = _trace(" Anna Berg.", SAME[0])
+    blank = [_trace(" ", SAME[0]), _trace("\n", APART[1])]
+    assert reference._uncertainty(greedy, blank) == 0.0
+    assert paper._uncertainty(greedy, blank) == pytest.approx(U_APART)
+    mixed = [_trace(" Anna", APART[0]), _trace("  ", SAME[0]), _trace(" Berg", APART[1])]
+    assert reference._uncertainty(greedy, mixed) == pytest.approx(U_APART, abs=1e-6)
+    assert paper._uncertainty(greedy, [_trace("", SAME[0])]) == math.inf
+
+
+def test_gram_uncertainty_float32_is_seakrs_computation() -> None:
+    """Against the official expression: torch float32, dense J_d, einsum, logdet."""
+    import torch
+
+    def official(z: np.ndarray, alpha: float = 1e-3) -> float:
+        states = torch.tensor(z, dtype=torch.float32)
+        k, d = states.shape
+        centring = torch.eye(d) - (1 / d) * torch.ones(d, d)
+        sigma = torch.einsum("ij,jk,kl->il", states, centring, states.t())
+        return float((1 / k) * torch.logdet(sigma + alpha * torch.eye(k)))
+
+    well = np.array([[1, 2, 3, 4], [2, 0, 1, 3], [0, 1, 0, 2]], dtype=np.float64)
+    # by hand: centred rows (-1.5,-.5,.5,1.5), (.5,-1.5,-.5,1.5), (-.75,.25,-.75,1.25);
+    # det(Gram + 1e-3 I) = 30.29001..., U = ln(det) / 3
+    assert gram_uncertainty(well, precision="float32") == pytest.approx(1.136939, abs=1e-6)
+    assert gram_uncertainty(well, precision="float32") == pytest.approx(official(well), abs=1e-6)
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal((6, 64))
+    assert gram_uncertainty(spread, precision="float32") == pytest.approx(
+        official(spread), abs=1e-5
+    )
+    # identical rows: rank one, float32 rounding shows (closed form in float64)
+    same = np.array([[1.0, 2.0, 3.0, 4.0]] * 3)
+    closed = (2 * math.log(1e-3) + math.log(3 * 5.0 + 1e-3)) / 3
+    assert gram_uncertainty(same) == pytest.approx(closed, abs=1e-9)
+    assert gram_uncertainty(same, precision="float32") == pytest.approx(official(same), abs=1e-4)
+    assert gram_uncertainty(same, precision="float32") != gram_uncertainty(same)
