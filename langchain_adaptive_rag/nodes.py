@@ -124,7 +124,9 @@ def make_retrieve_node(policy: Policy, ctx: RunContext) -> Node:
         query = state.get("query", "")
         note = ""
         try:
-            if isinstance(ctx.retriever, BM25Retriever):
+            if not query.strip():  # a blank query (reference FLARE, DRAGIN): nothing to find
+                found, note = [], "blank query: nothing retrieved"
+            elif isinstance(ctx.retriever, BM25Retriever):
                 found = ctx.retriever.invoke(query, k=top_k)
             else:
                 found = ctx.retriever.invoke(query)[:top_k]

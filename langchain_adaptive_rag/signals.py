@@ -32,6 +32,9 @@ __all__ = [
     "multi_sample_perplexity",
     "perplexity",
     "qfs_select",
+    "reference_flare_windows",
+    "reference_masked_query",
+    "reference_qfs_weights",
     "rind_scores",
     "rind_trigger",
     "split_sentences",
@@ -109,18 +112,26 @@ class Word:
     """Its text with surrounding whitespace removed."""
 
 
-def merge_tokens_into_words(tokens: Sequence[str], *, boundaries: Sequence[int] = ()) -> list[Word]:
-    """Group sub-word token pieces into words.
+def merge_tokens_into_words(
+    tokens: Sequence[str], *, boundaries: Sequence[int] = (), split_after_newline: bool = True
+) -> list[Word]:
+    r"""Group sub-word token pieces into words.
 
     A token starts a new word when it is the first token, when its text begins with
-    whitespace (the tokenizer's space marker decodes to a space), when the previous
-    token's text ends with a newline, or when its index is in ``boundaries`` (for example
-    the token after an end-of-sequence token). Pieces without text (special tokens, the
-    first bytes of a multi-byte character) stay inside the current word.
+    whitespace (the tokenizer's space marker decodes to a space; a newline token too),
+    when the previous token's text ends with a newline (unless ``split_after_newline`` is
+    false), or when its index is in ``boundaries`` (for example the token after an
+    end-of-sequence token). Pieces without text (special tokens, the first bytes of a
+    multi-byte character) stay inside the current word.
+
+    With ``split_after_newline=False`` this is the DRAGIN code's rule: a new word starts at
+    a space-marked token, at the newline token, or after an end-of-sequence token, so the
+    token after a newline joins the newline's word (``"\nQuestion:"`` is one word).
 
     Args:
         tokens: Decoded text piece of each token (``GenerationTrace.tokens``).
         boundaries: Extra token indexes that always start a word.
+        split_after_newline: Whether the token after a newline starts a word.
 
     Returns:
         The words in order; together they cover every token exactly once.
@@ -129,7 +140,8 @@ def merge_tokens_into_words(tokens: Sequence[str], *, boundaries: Sequence[int] 
     starts: list[int] = []
     for i, piece in enumerate(tokens):
         previous = tokens[i - 1] if i > 0 else ""
-        if i == 0 or i in forced or (piece[:1].isspace()) or previous.endswith("\n"):
+        after_newline = split_after_newline and previous.endswith("\n")
+        if i == 0 or i in forced or (piece[:1].isspace()) or after_newline:
             starts.append(i)
     ends = [*starts[1:], len(tokens)]
     return [
@@ -273,6 +285,71 @@ def flare_sentence_score(
     return FlareDecision(uncertain=score > theta, score=score, position=position)
 
 
+def reference_flare_windows(
+    tokens: Sequence[str], sentences: Sequence[str]
+) -> list[tuple[int, int]]:
+    """The DRAGIN code's token windows of FLARE's sentences (``FLAREConfig.mode="reference"``).
+
+    For each sentence, tokens are matched in order while each is found in the sentence
+    from a cursor; the cursor moves to the match's end *relative to the previous cursor*
+    (the code's slip, so a token of the next sentence that also occurs in this one is
+    absorbed). The window is the matched tokens plus the first unmatched one, and the next
+    sentence starts after that token: one token more here, one skipped there.
+
+    Args:
+        tokens: Each token's text as decoded alone (Llama-2 drops the leading space).
+        sentences: The draft's sentences, stripped.
+
+    Returns:
+        One ``(start, end)`` token range per sentence (possibly empty at the end).
+    """
+    windows: list[tuple[int, int]] = []
+    start = 0
+    for sentence in sentences:
+        cursor, end = 0, start
+        while end < len(tokens):
+            found = sentence[cursor:].find(tokens[end])
+            if found == -1:
+                break
+            cursor = found + len(tokens[end])
+            end += 1
+        windows.append((min(start, len(tokens)), min(end + 1, len(tokens))))
+        start = end + 1
+    return windows
+
+
+def reference_masked_query(
+    sentence: str, tokens: Sequence[str], probs: Sequence[float] | np.ndarray, theta: float
+) -> str:
+    """The DRAGIN code's FLARE query: the sentence without its tokens of ``1 - p > theta``.
+
+    Each window token is looked up in the sentence from a cursor; a token over the
+    threshold is replaced by a placeholder that is removed at the end. A token not found
+    (the window's extra token) is placed one character before the cursor, so masking it
+    overwrites that character (usually the sentence's final period). No whitespace is
+    collapsed; an all-masked sentence leaves blank text (no query).
+
+    Args:
+        sentence: The uncertain sentence, stripped.
+        tokens: Its window's tokens (see :func:`reference_flare_windows`).
+        probs: Their probabilities.
+        theta: The trigger threshold, also the mask threshold.
+
+    Returns:
+        The query text.
+    """
+    mark = "[xxx]"
+    text, cursor = sentence, 0
+    for token, p in zip(tokens, probs, strict=True):
+        at = text[cursor:].find(token) + cursor
+        if 1.0 - float(p) > theta:
+            text = text[:at] + mark + text[at + len(token) :]
+            cursor = at + len(mark)
+        else:
+            cursor = at + len(token)
+    return text.replace(mark, "")
+
+
 def masked_query(tokens: Sequence[str], probs: Sequence[float] | np.ndarray, beta: float) -> str:
     """FLARE's masked query: the sentence without its tokens of probability below ``beta``.
 
@@ -401,6 +478,47 @@ def rind_trigger(
     return None
 
 
+def reference_qfs_weights(
+    attention: np.ndarray, words: Sequence[Word], targets: Sequence[int]
+) -> np.ndarray:
+    """The DRAGIN code's QFS weight of every word, from the triggering words' tokens.
+
+    For a target word with tokens ``s .. e-1``, each token ``i`` (but position 0) takes
+    row ``i - 1`` of the head-averaged attention (the position that predicts it), keeps
+    the columns before ``s`` and renormalises them to sum 1; these rows are summed and
+    divided by the word's token count. A word's weight is the sum over its columns, and
+    the weights are averaged over the targets (``nan`` everywhere for no target).
+
+    Args:
+        attention: Head-averaged ``(S, S)`` attention of the QFS pass.
+        words: The words of that pass.
+        targets: Indexes of the triggering words (after the content filter).
+
+    Returns:
+        Shape ``(len(words),)``.
+    """
+    matrix = np.asarray(attention, dtype=np.float64)
+    total = np.zeros(len(words), dtype=np.float64)
+    for target in targets:
+        start, end = words[target].start, words[target].end
+        columns = np.zeros(start, dtype=np.float64)
+        for i in range(start, end):
+            if i == 0:
+                continue
+            row = matrix[i - 1, :start]
+            mass = row.sum()
+            if mass > 0:
+                columns += row / mass
+        columns /= end - start
+        total += np.array(
+            [columns[w.start : min(w.end, start)].sum() if w.start < start else 0.0 for w in words]
+        )
+    if not targets:
+        return np.full(len(words), np.nan)
+    result: np.ndarray = total / len(targets)
+    return result
+
+
 def qfs_select(
     weights: np.ndarray, content: Sequence[bool], exclude: set[int], top_n: int
 ) -> list[int]:
@@ -416,6 +534,8 @@ def qfs_select(
         Sorted word indexes.
     """
     candidates = [i for i in range(len(content)) if content[i] and i not in exclude]
+    if np.isnan(np.asarray(weights, dtype=np.float64)).all():  # no target: text order
+        return candidates[:top_n]
     ranked = sorted(candidates, key=lambda i: (-float(weights[i]), i))[:top_n]
     return sorted(ranked)
 

@@ -39,13 +39,16 @@ from langchain_adaptive_rag.policy import (
     bump,
     no_retrieval_decision,
 )
+from langchain_adaptive_rag.pos import content_flags, load_pos_tagger
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
+    Word,
     aggregate_words,
     attention_received,
     is_content_word,
     merge_tokens_into_words,
     qfs_select,
+    reference_qfs_weights,
     rind_scores,
     rind_trigger,
     word_sentences,
@@ -68,14 +71,17 @@ class DRAGINConfig(GenerationConfig):
     """DRAGIN settings (the DRAGIN code's names in brackets)."""
 
     theta: float = 1.0
-    """RIND threshold ``theta`` [``hallucination_threshold``]: 2WikiMultihopQA 1.0,
-    HotpotQA 0.8, IIRC 0.6, StrategyQA 0.75 for Llama-2-7b per the paper; the released
-    config for Llama-2-7b-chat on 2WikiMultihopQA uses 1.2."""
+    """RIND threshold ``theta`` [``hallucination_threshold``]. The DRAGIN repository's
+    current configs for Llama-2-7b-chat: 2WikiMultihopQA 1.0, HotpotQA 1.3, IIRC 1.3,
+    StrategyQA 0.75; Llama-2-13b-chat: 0.9, 1.2, 1.25, 1.0; Vicuna-13b-v1.5: 1.2, 1.2,
+    1.3, 1.5 (its README's example, 1.2 with top-k 40, is an older config)."""
     query_top_n: int = 25
-    """QFS keeps the ``n`` most attended content words [``retrieve_keep_top_k``]: 25 or 35
-    per the paper; the released Llama-2-7b-chat 2WikiMultihopQA config uses 40."""
+    """QFS keeps the ``n`` most attended content words [``retrieve_keep_top_k``]. Current
+    configs: 25 (Llama-2-7b-chat 2WikiMultihopQA), 35 (its HotpotQA, IIRC, StrategyQA);
+    25 or 35 for the 13B models."""
     query_max_tokens: int = 64
-    """The query is cut to its last this-many model tokens [``query_formulation`` window]."""
+    """The query is cut to its last this-many model tokens (the DRAGIN code's retriever
+    argument ``max_query_length=64``; here whole words are kept)."""
     attention_mode: Literal["reference", "inline"] = "reference"
     """``reference`` (default): a separate forward pass over the draft, as the DRAGIN code,
     whose thresholds were tuned under it; ``inline``: the rows captured while generating
@@ -85,6 +91,36 @@ class DRAGINConfig(GenerationConfig):
     truncate_at: Literal["sentence", "token"] = "sentence"
     """Accept the draft up to the triggering sentence (the DRAGIN code) or up to the
     triggering word (the paper's description)."""
+    mode: Literal["reference", "paper"] = "reference"
+    """``reference`` (default): the DRAGIN code, exactly where it decides differently from
+    the paper's description; ``paper``: that description. The differences:
+
+    - Words: a new word starts at a space-marked token, at the newline token or after an
+      end-of-sequence token, so the token after a newline joins the newline's word
+      (reference); the token after a newline also starts a word (paper).
+    - RIND's content filter: every word is compared with ``theta`` and a sentence with any
+      word over it triggers; only then are the non-content words among the triggering
+      words dropped, by part of speech (reference: the sentence still triggers when none
+      is left, and QFS then takes the candidates in text order); or non-content words
+      score 0 before the comparison (paper).
+    - QFS text: ``question + " " + text + " " + earlier sentences + " " +`` the whole
+      triggering sentence's words joined by spaces (reference), or the question, the
+      accepted text and the first triggering word, stripped and joined (paper).
+    - QFS weights: for each of the triggering sentence's triggering words, the rows that
+      predict its tokens, each cut to the columns before the word and renormalised, summed
+      and divided by its token count; averaged over the triggering words (reference); or
+      the raw rows of the first triggering word, averaged (paper).
+    - QFS exclusion: the triggering words by position (reference; the same text elsewhere
+      stays eligible), or every word with a triggering word's text (paper); content words
+      by part of speech over the whole text (reference) or the stop-word list (paper).
+    - An empty query is sent as it is, and nothing is retrieved (reference), or replaced
+      by the question (paper).
+
+    Parts of speech come from ``spacy_model`` when it is installed; otherwise spaCy's
+    English stop-word list stands in (see :mod:`langchain_adaptive_rag.pos`)."""
+    spacy_model: str | None = "en_core_web_sm"
+    """spaCy pipeline whose part-of-speech tags pick content words in reference mode (the
+    DRAGIN code's ``en_core_web_sm``), used when installed; ``None``: the stop-word list."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -120,13 +156,14 @@ class DRAGINPolicy(Policy):
             received = attention_received(matrix.weights, "all_rows_head_mean")
         else:
             received = np.zeros(0)
-        words = merge_tokens_into_words(tokens)
-        content = [is_content_word(w.text) for w in words]
+        reference = self.config.mode == "reference"
+        words = merge_tokens_into_words(tokens, split_after_newline=not reference)
         sentences = word_sentences(words, tokens)
+        content = self._content(words, tokens, sentences)
         scores = rind_scores(
             aggregate_words(trace.entropies, words, "mean") if words else np.zeros(0),
             aggregate_words(received, words, "sum") if words else np.zeros(0),
-            content,
+            [True] * len(words) if reference else content,  # reference: filtered after
             sentences,
         )
         return {
@@ -136,8 +173,8 @@ class DRAGINPolicy(Policy):
             "draft_entropies": [float(x) for x in trace.entropies],
             "draft_attention": [float(x) for x in received],
             "draft_words": [
-                {"start": w.start, "end": w.end, "text": w.text, "score": float(s)}
-                for w, s in zip(words, scores, strict=True)
+                {"start": w.start, "end": w.end, "text": w.text, "score": float(s), "content": c}
+                for w, s, c in zip(words, scores, content, strict=True)
             ],
             "draft_sentences": [list(s) for s in sentences],
             "counts": bump(
@@ -164,6 +201,10 @@ class DRAGINPolicy(Policy):
         sentence_start = int(words[trigger.sentence[0]]["start"])
         trigger_start = int(words[first]["start"])
         cut = sentence_start if self.config.truncate_at == "sentence" else trigger_start
+        hits = [i for i in trigger.words if bool(words[i].get("content", True))]
+        if self.config.mode == "paper":
+            hits = list(trigger.words)  # non-content words scored 0 already
+        text_before = state.get("text", "")
         update = self.accept(ctx, state, "".join(tokens[:cut]), cut) if cut else {}
         if update.get("finished"):
             update.update({"route": "finalize", "step": step})
@@ -178,15 +219,39 @@ class DRAGINPolicy(Policy):
                     "trigger_word": str(words[first]["text"]),
                     "score": trigger.score,
                     "threshold": self.config.theta,
-                    "trigger_words": [str(words[i]["text"]) for i in trigger.words],
+                    "trigger_words": [str(words[i]["text"]) for i in hits],
                     "prefix": "".join(tokens[cut:trigger_start]),
+                    "earlier": "".join(tokens[:sentence_start]),
+                    "text_before": text_before,
+                    "sentence_words": [str(words[i]["text"]) for i in range(*trigger.sentence)],
+                    "hit_offsets": [i - trigger.sentence[0] for i in hits],
                 },
             }
         )
         return update
 
+    def _content(
+        self, words: list[Word], tokens: list[str], sentences: list[tuple[int, int]]
+    ) -> list[bool]:
+        """Content-word flags.
+
+        By part of speech within each sentence (reference mode, when the spaCy model is
+        installed), otherwise by the stop-word list.
+        """
+        if self.config.mode == "paper":
+            return [is_content_word(w.text) for w in words]
+        tagger = load_pos_tagger(self.config.spacy_model)
+        flags = [False] * len(words)
+        for start, end in sentences:
+            sentence = words[start:end]
+            text = "".join(tokens[sentence[0].start : sentence[-1].end]).strip()
+            flags[start:end] = content_flags([w.text for w in sentence], text, tagger)
+        return flags
+
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
-        """QFS: the content words the triggering word attends to most."""
+        """QFS: the content words the triggering words attend to most."""
+        if self.config.mode == "reference":
+            return self._reference_query(ctx, state)
         pending = state.get("pending", {})
         trigger_word = str(pending.get("trigger_word", ""))
         excluded = {_norm(str(w)) for w in pending.get("trigger_words", [])}  # type: ignore[attr-defined]
@@ -208,15 +273,43 @@ class DRAGINPolicy(Policy):
         content = [is_content_word(w.text) for w in earlier]
         exclude = {i for i, w in enumerate(earlier) if _norm(w.text) in excluded}
         chosen = qfs_select(weights, content, exclude, self.config.query_top_n)
+        return self._truncate([earlier[i] for i in chosen]) or state["question"]
+
+    def _reference_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """QFS as the DRAGIN code.
+
+        The whole triggering sentence in context, renormalised rows of every triggering
+        word, exclusion by position, no fallback to the question.
+        """
+        pending = state.get("pending", {})
+        sentence = [str(w) for w in pending.get("sentence_words", [])]  # type: ignore[attr-defined]
+        offsets = [int(i) for i in pending.get("hit_offsets", [])]  # type: ignore[attr-defined]
+        text = str(pending.get("text_before", "")).strip()
+        earlier = str(pending.get("earlier", "")).strip()
+        context = f"{state['question']} {text} {earlier} {' '.join(sentence)}"
+        matrix = self._model(ctx).forward_attention(context, layer=self.config.attention_layer)
+        pieces = list(matrix.tokens)
+        bos = [1] if len(pieces) > 1 and pieces[0] == "" else []  # a special first token
+        words = merge_tokens_into_words(pieces, boundaries=bos, split_after_newline=False)
+        first = len(words) - len(sentence)  # the sentence's words end the text
+        targets = [first + i for i in offsets if 0 <= first + i < len(words)]
+        weights = reference_qfs_weights(matrix.mean, words, targets)
+        tagger = load_pos_tagger(self.config.spacy_model)
+        content = content_flags([w.text for w in words], context, tagger)
+        chosen = qfs_select(weights, content, set(targets), self.config.query_top_n)
+        return self._truncate([words[i] for i in chosen])
+
+    def _truncate(self, chosen: list[Word]) -> str:
+        """The chosen words joined, cut to the last ``query_max_tokens`` model tokens."""
         kept: list[str] = []
         budget = self.config.query_max_tokens
-        for index in reversed(chosen):  # keep the last query_max_tokens model tokens
-            size = earlier[index].end - earlier[index].start
+        for word in reversed(chosen):
+            size = word.end - word.start
             if size > budget:
                 break
             budget -= size
-            kept.append(earlier[index].text)
-        return " ".join(reversed(kept)) or state["question"]
+            kept.append(word.text)
+        return " ".join(reversed(kept))
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Regenerate with the documents and accept the first new sentence."""
@@ -249,11 +342,11 @@ def create_dragin_graph(
 ) -> AdaptiveRAGGraph:
     """DRAGIN graph: RIND decides when to retrieve, QFS what to retrieve.
 
-    The model must return attention weights (``attn_implementation="eager"``); building
-    on an sdpa model fails here with an error that names the fix.
+    The model must give attention rows: ``ChatTransformers`` on any kernel does (eager
+    returns them; on sdpa or flash attention the captured layer's rows are recomputed).
 
     Args:
-        model: ``ChatTransformers`` loaded with eager attention.
+        model: ``ChatTransformers`` (any attention kernel) or another attention model.
         retriever: Any LangChain retriever.
         config: DRAGIN settings (``theta``, ``query_top_n``, attention mode, ...).
         prompts: Prompt templates.

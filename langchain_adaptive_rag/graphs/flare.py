@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
@@ -35,6 +36,9 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
     flare_sentence_score,
     masked_query,
+    reference_flare_windows,
+    reference_masked_query,
+    split_sentences,
     token_sentences,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState
@@ -50,11 +54,34 @@ class FLAREConfig(GenerationConfig):
     """Trigger threshold ``theta``. Rule ``any_token``: a sentence is uncertain if a token has
     ``p < theta`` (the FLARE paper tunes theta per dataset; 0.4 here). Rule ``mean``: if
     ``mean(1 - p) > theta`` (the DRAGIN code's ``hallucination_threshold`` with
-    ``sentence_solver="avg"``; its released Llama-2-7b-chat configs use 0.1)."""
+    ``sentence_solver="avg"``, a key its shipped configs do not set; their values for
+    Llama-2-7b-chat: 2WikiMultihopQA 0.1, HotpotQA 0.08, IIRC 0.08, StrategyQA 0.1)."""
     beta: float = 0.4
-    """Masked-query threshold ``beta``: tokens with ``p < beta`` are left out of the query."""
+    """Masked-query threshold ``beta``: tokens with ``p < beta`` are left out of the query
+    (not used by ``trigger="mean"`` in reference mode, where the code masks with
+    ``theta``)."""
     trigger: Literal["any_token", "mean"] = "any_token"
     """``any_token`` (paper, default) or ``mean`` (DRAGIN code's sentence average)."""
+    mode: Literal["reference", "paper"] = "reference"
+    """How ``trigger="mean"`` (the DRAGIN code's FLARE) is read. ``reference`` (default):
+    exactly as that code, which differs from the plain reading (``paper``) in these ways:
+
+    - Windows: a sentence's tokens are matched in its text from a cursor that slips back
+      (it moves relative to the previous match), so a token of the next sentence that
+      also occurs in this one is absorbed; the window takes one token more (the first
+      unmatched) and the next sentence's window skips it (see
+      :func:`~langchain_adaptive_rag.signals.reference_flare_windows`). Paper: each
+      sentence's own tokens.
+    - Masked query: tokens with ``1 - p > theta`` (the trigger's threshold; ``beta`` is not
+      used) are cut from the sentence's text; the window's extra token, not found in it,
+      overwrites the character before the cursor (usually the final period); whitespace
+      is kept. Paper: tokens with ``p < beta`` dropped, whitespace collapsed.
+    - An all-masked sentence gives a blank query: nothing is retrieved and the sentence is
+      regenerated without documents. Paper: the question is the query.
+
+    Tokens are compared without their leading space (Llama-2's tokenizer decodes a lone
+    token so) and sentences are split at ``.!?`` (the code uses spaCy's parser). With
+    ``trigger="any_token"`` the mode changes nothing."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -73,6 +100,8 @@ class FLAREPolicy(Policy):
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Accept the confident sentences before the first uncertain one."""
+        if self.config.trigger == "mean" and self.config.mode == "reference":
+            return self._reference_score_need(ctx, state)
         tokens = state.get("draft_tokens", [])
         probs = [math.exp(lp) for lp in state.get("draft_logprobs", [])]
         step = state.get("step", 0) + 1
@@ -117,14 +146,83 @@ class FLAREPolicy(Policy):
         update["pending"] = no_retrieval_decision(closest, self.config.theta)
         return update
 
+    def _reference_score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """``trigger="mean"`` as the DRAGIN code: its token windows and masked query."""
+        tokens = state.get("draft_tokens", [])
+        probs = [math.exp(lp) for lp in state.get("draft_logprobs", [])]
+        step = state.get("step", 0) + 1
+        theta = self.config.theta
+        starts, sentences = [], []  # each stripped sentence and its character offset
+        offset = 0
+        for piece in split_sentences("".join(tokens)):
+            if piece.strip():
+                starts.append(offset + len(piece) - len(piece.lstrip()))
+                sentences.append(piece.strip())
+            offset += len(piece)
+        pieces = [t.lstrip(" ") for t in tokens]
+        windows = reference_flare_windows(pieces, sentences)
+        scores = []
+        for index, (start, end) in enumerate(windows):
+            if end <= start:
+                continue
+            score = float(np.mean([1.0 - p for p in probs[start:end]]))
+            scores.append(score)
+            if score <= theta:
+                continue
+            cut = _tokens_before(tokens, starts[index])
+            update = self.accept(ctx, state, "".join(tokens[:cut]), cut) if cut else {}
+            if update.get("finished"):
+                update.update({"route": "finalize", "step": step})
+                return update
+            trigger = start + int(np.argmin(probs[start:end]))
+            query = reference_masked_query(
+                sentences[index], pieces[start:end], probs[start:end], theta
+            )
+            update.update(
+                {
+                    "route": "retrieve",
+                    "step": step,
+                    "finished": False,
+                    "pending": {
+                        "trigger_position": trigger,
+                        "trigger_word": tokens[trigger].strip(),
+                        "score": score,
+                        "threshold": theta,
+                        "sentence": sentences[index],
+                        "query": query,
+                    },
+                }
+            )
+            return update
+        update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
+        update["route"] = "finalize" if update["finished"] else "draft"
+        update["step"] = step
+        update["pending"] = no_retrieval_decision(max(scores, default=None), theta)
+        return update
+
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
-        """The masked uncertain sentence (the question if every token was masked)."""
+        """The masked uncertain sentence.
+
+        The question when every token was masked, except in reference mode with
+        ``trigger="mean"``, where a blank query retrieves nothing.
+        """
         query = str(state.get("pending", {}).get("query", ""))
+        if self.config.trigger == "mean" and self.config.mode == "reference":
+            return query
         return query or state["question"]
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Regenerate the uncertain sentence with the documents."""
         return self.continue_first_sentence(ctx, state)
+
+
+def _tokens_before(tokens: list[str], offset: int) -> int:
+    """How many leading tokens end at or before character ``offset`` of their text."""
+    count = used = 0
+    while count < len(tokens) and used + len(tokens[count]) <= offset:
+        used += len(tokens[count])
+        count += 1
+    return count
 
 
 def create_flare_graph(

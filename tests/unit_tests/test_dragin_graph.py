@@ -43,10 +43,11 @@ def _model(*responses: ScriptedResponse | str) -> FakeTraceModel:
     return FakeTraceModel(list(responses), forward_attention_fn=_qfs_attention)
 
 
-def test_rind_triggers_and_qfs_builds_the_query() -> None:
+@pytest.mark.parametrize("mode", ["reference", "paper"])
+def test_rind_triggers_and_qfs_builds_the_query(mode: str) -> None:
     model = _model(_draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930.")
     retriever = RecordingRetriever()
-    config = DRAGINConfig(query_top_n=3)
+    config = DRAGINConfig(query_top_n=3, mode=mode)  # type: ignore[arg-type]
     result = create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
@@ -61,13 +62,15 @@ def test_rind_triggers_and_qfs_builds_the_query() -> None:
     # QFS: top 3 content words by the trigger's attention, in their original order
     assert retriever.queries == ["Anna Berg. born"]
     assert event["query"] == "Anna Berg. born"
-    # forward passes: the draft alone (RIND), question + answer so far + trigger (QFS),
-    # then the next draft alone (RIND)
-    assert model.attention_texts == [
-        "".join(DRAFT_TOKENS),
-        f"{QUESTION} Blue Harbour was directed by Anna Berg. She was born in 1931.",
-        " So the answer is 1930.",
-    ]
+    # forward passes: the draft alone (RIND), the QFS text, then the next draft alone.
+    # QFS text, reference: question + " " + text + " " + earlier sentences + " " + the
+    # triggering sentence's words (here text is empty: two spaces); paper: stripped parts
+    # joined, up to the triggering word.
+    qfs_text = {
+        "reference": f"{QUESTION}  Blue Harbour was directed by Anna Berg. She was born in 1931.",
+        "paper": f"{QUESTION} Blue Harbour was directed by Anna Berg. She was born in 1931.",
+    }[mode]
+    assert model.attention_texts == ["".join(DRAFT_TOKENS), qfs_text, " So the answer is 1930."]
     # truncation before the triggering sentence; regeneration with documents, first sentence
     assert model.prompts[1].endswith("Answer: Blue Harbour was directed by Anna Berg.")
     assert "Context:\n[1]" in model.prompts[1] and "Context:" not in model.prompts[2]
@@ -121,9 +124,9 @@ def test_inline_mode_uses_the_captured_rows() -> None:
     result = create_dragin_graph(
         model, RecordingRetriever(), config=config, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
-    # no separate pass over the draft: the only forward pass is QFS's
+    # no separate pass over the draft: the only forward pass is QFS's (the whole sentence)
     assert model.attention_texts == [
-        f"{QUESTION} Blue Harbour was directed by Anna Berg. She was born"
+        f"{QUESTION}  Blue Harbour was directed by Anna Berg. She was born in 1931."
     ]
     # inline a(i) = max over later rows of the uniform causal rows = 1 / (i + 2); last: 0
     a = np.append(1.0 / np.arange(2, 13), 0.0)
@@ -155,3 +158,105 @@ def test_a_decision_not_to_retrieve_reports_its_nearest_score() -> None:
     assert pending["threshold"] == 1.0 and pending["trigger_position"] is None
     draft = next(u["draft"] for u in updates if "draft" in u)
     assert len(draft["draft_attention"]) == len(DRAFT_TOKENS)
+
+
+# -- reference mode (the DRAGIN code) against the paper reading -----------------------------
+
+
+def test_reference_words_keep_the_token_after_a_newline() -> None:
+    from langchain_adaptive_rag.signals import merge_tokens_into_words
+
+    pieces = [" Miguel", " Mor", "ay", "ta", " died", " in", " ", "1", "9", "9", "9", "."]
+    pieces += ["\n", "Question", ":"]
+    reference = merge_tokens_into_words(pieces, split_after_newline=False)
+    assert [(w.start, w.end, w.text) for w in reference] == [
+        (0, 1, "Miguel"),
+        (1, 4, "Morayta"),
+        (4, 5, "died"),
+        (5, 6, "in"),
+        (6, 12, "1999."),
+        (12, 15, "Question:"),  # the newline's word
+    ]
+    paper = merge_tokens_into_words(pieces)
+    assert [(w.start, w.end) for w in paper][-2:] == [(12, 13), (13, 15)]
+
+
+def test_reference_qfs_rows_are_renormalised_before_the_word() -> None:
+    from langchain_adaptive_rag.signals import Word, reference_qfs_weights
+
+    words = [Word(0, 1, ""), Word(1, 2, "Paris"), Word(2, 3, "France"), Word(3, 5, "Lyon")]
+    attention = np.zeros((5, 5))
+    attention[2, :3] = [0.2, 0.5, 0.3]  # predicts the word's first token
+    attention[3, :4] = [0.05, 0.0, 0.15, 0.8]  # predicts its second: 0.2 before the word
+    # (row 2 + row 3[:3] / 0.2) / 2 = [0.225, 0.25, 0.525]: France; raw rows give Paris
+    np.testing.assert_allclose(
+        reference_qfs_weights(attention, words, [3]), [0.225, 0.25, 0.525, 0.0]
+    )
+    assert np.isnan(reference_qfs_weights(attention, words, [])).all()
+
+
+HIT_DRAFT = (" Miguel", " Morayta", " died", " in", " 1999.")
+
+
+def _hit_model(entropies: tuple[float, ...], *rest: str) -> FakeTraceModel:
+    draft = ScriptedResponse("".join(HIT_DRAFT), tokens=HIT_DRAFT, entropies=entropies)
+    return _model(draft, *rest)
+
+
+def test_reference_qfs_by_hand_excludes_the_triggering_words_by_position() -> None:
+    # RIND over the draft (uniform causal: a = 1, 1/2, 1/3, 1/4, 1/5; sum 2.2833):
+    # s = 5 a / sum * H -> Miguel 6.57, Morayta 3.28, 1999. 1.31 trigger (theta 1)
+    model = _hit_model((3.0, 3.0, 0.01, 0.01, 3.0), " He died in 1999.", " So the answer is 1999.")
+    retriever = RecordingRetriever()
+    question = "Did Miguel direct Hypocrite?"
+    config = DRAGINConfig(query_top_n=3)
+    create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": question}
+    )
+    # QFS text: question + " " + "" + " " + "" + " " + sentence words; its words:
+    # 0 Did 1 Miguel 2 direct 3 Hypocrite? | 4 Miguel 5 Morayta 6 died 7 in 8 1999.
+    assert model.attention_texts[1] == f"{question}   Miguel Morayta died in 1999."
+    # targets 4, 5, 8: rows 3, 4, 7 cut before the word, renormalised: 1/4, 1/5, 1/8 each;
+    # words 0-3 get (1/4 + 1/5 + 1/8) / 3 = 0.1917, word 4 (1/5 + 1/8) / 3, 5-7 1/24.
+    # Excluded by position: the question's "Miguel" stays and ties with "direct".
+    assert retriever.queries == ["Miguel direct Hypocrite?"]
+    paper = _hit_model((3.0, 3.0, 0.01, 0.01, 3.0), " He died in 1999.", " So the answer is 1999.")
+    retriever = RecordingRetriever()
+    create_dragin_graph(
+        paper, retriever, config=DRAGINConfig(query_top_n=3, mode="paper"), prompts=NO_SHOTS
+    ).invoke({"question": question})
+    assert "Miguel" not in retriever.queries[0].split()  # paper: excluded by text
+
+
+def test_reference_filters_content_words_after_the_threshold() -> None:
+    # s("in") = 5 * (1/4) / 2.2833 * 4.0 = 2.19 > 1, every other word below: a stop word
+    # triggers (reference), then leaves no triggering word: QFS takes content words in text
+    # order; the paper reading scores the stop word 0 and does not retrieve.
+    entropies = (0.01, 0.01, 0.01, 4.0, 0.01)
+    model = _hit_model(entropies, " He died in 1999.", " So the answer is 1999.")
+    retriever = RecordingRetriever()
+    result = create_dragin_graph(
+        model, retriever, config=DRAGINConfig(query_top_n=3), prompts=NO_SHOTS
+    ).invoke({"question": "Did Miguel direct Hypocrite?"})
+    (event,) = result["retrievals"]
+    assert event["trigger_word"] == "in" and event["score"] == pytest.approx(
+        5 * 0.25 / (1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) * 4.0
+    )
+    assert retriever.queries == ["Miguel direct Hypocrite?"]
+    quiet = _hit_model(entropies, " So the answer is 1999.")
+    result = create_dragin_graph(
+        quiet, RecordingRetriever(), config=DRAGINConfig(mode="paper"), prompts=NO_SHOTS
+    ).invoke({"question": "Did Miguel direct Hypocrite?"})
+    assert result["retrievals"] == []
+
+
+def test_pos_content_words_are_substring_matches() -> None:
+    from langchain_adaptive_rag.pos import content_flags
+
+    def tagger(text: str) -> list[tuple[str, str]]:
+        tags = {"Miguel": "PROPN", "died": "VERB", "in": "ADP", "1999": "NUM", ".": "PUNCT"}
+        return [(t, tags.get(t, "X")) for t in text.replace(".", " .").split()]
+
+    words = ["Miguel", "died", "in", "1999.", ""]
+    assert content_flags(words, "Miguel died in 1999.", tagger) == [True, True, False, True, False]
+    assert content_flags(words, "Miguel died in 1999.", None) == [True, True, False, True, False]

@@ -62,14 +62,14 @@ def test_flare_fires_on_the_first_uncertain_sentence() -> None:
 
 def test_flare_mean_rule_of_the_dragin_code() -> None:
     # mean(1 - p) of sentence 2 = (0.1+0.1+0.65+0.1+0.9)/5 = 0.37: fires at theta 0.3 only
-    config = FLAREConfig(trigger="mean", theta=0.3)
+    config = FLAREConfig(trigger="mean", theta=0.3, mode="paper")
     model = FakeTraceModel([_draft(), " Anna Berg was born in 1930.", " So the answer is 1930."])
     result = create_flare_graph(
         model, RecordingRetriever(), config=config, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     assert result["retrievals"][0]["score"] == pytest.approx(0.37)
     quiet = FakeTraceModel([_draft(), " So the answer is 1931."])
-    config = FLAREConfig(trigger="mean", theta=0.4)
+    config = FLAREConfig(trigger="mean", theta=0.4, mode="paper")
     result = create_flare_graph(
         quiet, RecordingRetriever(), config=config, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
@@ -108,3 +108,89 @@ def test_a_decision_not_to_retrieve_reports_the_least_probable_token() -> None:
     decision = next(u["score_need"] for u in updates if "score_need" in u)
     assert decision["pending"]["score"] == pytest.approx(0.6)  # min p, above theta 0.4
     assert decision["pending"]["threshold"] == 0.4
+
+
+# -- trigger="mean" as the DRAGIN code (reference mode) -----------------------------------
+
+
+def test_reference_windows_by_hand() -> None:
+    from langchain_adaptive_rag.signals import reference_flare_windows
+
+    # one token more ("It"), and the next window skips it
+    tokens = ["Paris", "is", "in", "France", ".", "It", "is", "big", "."]
+    assert reference_flare_windows(tokens, ["Paris is in France.", "It is big."]) == [
+        (0, 6),
+        (6, 9),
+    ]
+    # the slipping cursor: "Paris is" of the next sentence is found again in this one
+    tokens = ["He", "was", "born", "in", "Paris", ".", "Paris", "is", "big", "."]
+    assert reference_flare_windows(tokens, ["He was born in Paris.", "Paris is big."]) == [
+        (0, 9),
+        (9, 10),
+    ]
+
+
+def test_reference_masked_query_by_hand() -> None:
+    from langchain_adaptive_rag.signals import reference_masked_query
+
+    # "It" is not in the sentence: masking it overwrites the character before the cursor
+    tokens = ["Paris", "is", "in", "France", ".", "It"]
+    assert reference_masked_query("Paris is in France.", tokens, [0.99] * 5 + [0.3], 0.1) == (
+        "Paris is in France"
+    )
+    tokens = ["Miguel", "Mor", "ay", "ta", "died", "in", "1", "9", "9", "9", ".", "So"]
+    probs = [0.99] * 7 + [0.4, 0.3, 0.5, 0.99, 0.6]
+    assert reference_masked_query("Miguel Morayta died in 1999.", tokens, probs, 0.1) == (
+        "Miguel Morayta died in 1"
+    )
+    assert reference_masked_query("Foo bar.", ["Foo", "bar", "."], [0.5] * 3, 0.1).strip() == ""
+
+
+def _sentences_draft(p_it: float) -> ScriptedResponse:
+    tokens = (" Paris", " is", " in", " France", ".", " It", " is", " big", ".")
+    probs = [0.99] * 5 + [p_it] + [0.99] * 3
+    return ScriptedResponse("".join(tokens), tokens=tokens, logprobs=tuple(LOG(p) for p in probs))
+
+
+def test_reference_mean_rule_decides_on_the_codes_windows() -> None:
+    # p(It) = 0.5: windows [0,6) -> (5 * 0.01 + 0.5) / 6 = 0.0917, [6,9) -> 0.01: no trigger;
+    # the sentences themselves: "It is big." -> (0.5 + 3 * 0.01) / 4 = 0.1325 > 0.1
+    config = FLAREConfig(trigger="mean", theta=0.1)
+    quiet = FakeTraceModel([_sentences_draft(0.5), " So the answer is Paris."])
+    result = create_flare_graph(
+        quiet, RecordingRetriever(), config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert result["retrievals"] == []
+    paper = FLAREConfig(trigger="mean", theta=0.1, mode="paper")
+    model = FakeTraceModel([_sentences_draft(0.5), " It is big.", " So the answer is Paris."])
+    result = create_flare_graph(model, RecordingRetriever(), config=paper, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert result["retrievals"][0]["score"] == pytest.approx(0.1325)
+    # p(It) = 0.3: window 1 -> (5 * 0.01 + 0.7) / 6 = 0.125 > 0.1: the first sentence
+    # triggers; "It" overwrites its period in the query
+    retriever = RecordingRetriever()
+    model = FakeTraceModel(
+        [_sentences_draft(0.3), " Paris is in France.", " So the answer is Paris."]
+    )
+    result = create_flare_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    (event,) = result["retrievals"]
+    assert event["score"] == pytest.approx(0.125) and event["trigger_word"] == "It"
+    assert retriever.queries == ["Paris is in France"]
+    assert model.prompts[1].endswith("Answer:")  # nothing accepted before sentence 1
+
+
+def test_reference_all_masked_sentence_retrieves_nothing() -> None:
+    draft = ScriptedResponse(" Foo bar.", tokens=(" Foo", " bar", "."), logprobs=(LOG(0.5),) * 3)
+    model = FakeTraceModel([draft, " Foo bar.", " So the answer is 1931."])
+    retriever = RecordingRetriever()
+    config = FLAREConfig(trigger="mean", theta=0.1)
+    result = create_flare_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == []  # the retriever is never called
+    (event,) = result["retrievals"]
+    assert event["query"].strip() == "" and event["doc_ids"] == []
+    assert "Context:" not in model.prompts[1]

@@ -1,0 +1,68 @@
+"""Part-of-speech content words, as the DRAGIN code filters them, with a fallback.
+
+The DRAGIN code keeps a word when it contains (as a substring) a token that spaCy's
+``en_core_web_sm`` tags NOUN, ADJ, VERB, PROPN or NUM. That model is a separate download;
+when it is not installed the stop-word test of
+:func:`~langchain_adaptive_rag.signals.is_content_word` stands in for it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+from langchain_adaptive_rag.signals import is_content_word
+
+__all__ = ["CONTENT_TAGS", "PosTagger", "content_flags", "load_pos_tagger"]
+
+CONTENT_TAGS = frozenset({"NOUN", "ADJ", "VERB", "PROPN", "NUM"})
+"""The DRAGIN code's content parts of speech."""
+
+PosTagger = Callable[[str], Sequence[tuple[str, str]]]
+"""Text in, ``(token text, coarse part of speech)`` pairs out."""
+
+
+@functools.cache
+def load_pos_tagger(model: str | None) -> PosTagger | None:
+    """A tagger over the installed spaCy pipeline ``model``, or ``None`` when it is missing.
+
+    Args:
+        model: A spaCy pipeline package name (``"en_core_web_sm"``), or ``None`` for none.
+
+    Returns:
+        The tagger, loaded once per process and name.
+    """
+    if model is None:
+        return None
+    import spacy
+
+    try:
+        nlp = spacy.load(model, disable=["ner", "lemmatizer"])
+    except OSError:  # not installed: the stop-word fallback applies
+        return None
+
+    def tag(text: str) -> list[tuple[str, str]]:
+        return [(token.text, token.pos_) for token in nlp(text)]
+
+    return tag
+
+
+def content_flags(words: Sequence[str], context: str, tagger: PosTagger | None) -> list[bool]:
+    """Which words are content words.
+
+    With a tagger (the DRAGIN code): the tokens of ``context`` tagged with a
+    :data:`CONTENT_TAGS` part of speech are the real words, and a word counts when any of
+    them occurs in it as a substring. Without one: the stop-word test on each word.
+
+    Args:
+        words: The candidate words' texts.
+        context: The text the words come from (tagged as a whole).
+        tagger: A tagger, or ``None`` for the stop-word test.
+
+    Returns:
+        One flag per word.
+    """
+    if tagger is None:
+        return [is_content_word(word) for word in words]
+    real = {text for text, tag in tagger(context) if tag in CONTENT_TAGS and text}
+    return [any(r in word for r in real) for word in words]
