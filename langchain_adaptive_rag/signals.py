@@ -540,30 +540,17 @@ def qfs_select(
     return sorted(ranked)
 
 
-def gram_uncertainty(
-    states: np.ndarray,
-    alpha: float = 1e-3,
-    *,
-    precision: Literal["float64", "float32"] = "float64",
-) -> float:
+def gram_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
     """SeaKR's self-aware uncertainty of ``k`` sampled end-of-sequence hidden states.
 
     ``U = (1/k) logdet(Z J_d Z^T + alpha I_k)`` where ``Z`` is ``(k, d)`` and
-    ``J_d = I - 11^T/d`` centres each vector over its ``d`` features. Higher means less
-    consistent samples, i.e. more uncertain.
-
-    ``precision="float64"`` centres by subtracting each row's mean and takes ``slogdet`` in
-    float64. ``"float32"`` is SeaKR's code: ``Z`` cast to float32, the dense ``d x d``
-    ``J_d`` built and multiplied in, the ridge added and the log-determinant taken, all in
-    float32 (``nan`` for a negative determinant, as ``logdet`` gives). When the samples
-    agree the Gram matrix is near rank one and float32 rounding (about ``1e-7 |z|^2``)
-    rivals ``alpha``: ``U`` then moves by up to ~0.02 between the two precisions, and with
-    the BLAS library, enough to flip a decision near ``delta``.
+    ``J_d = I - 11^T/d`` centres each vector over its ``d`` features; computed in float64
+    with ``slogdet``. Higher means less consistent samples, i.e. more uncertain. (SeaKR's
+    code computes it in float32: see ``graphs.seakr.reference_uncertainty``.)
 
     Args:
         states: Shape ``(k, d)``, one row per sample (empty samples already dropped).
         alpha: The ridge ``alpha`` that keeps the Gram matrix invertible.
-        precision: ``float64`` (default) or SeaKR's ``float32`` computation.
 
     Returns:
         ``U`` (``+inf`` for no samples: treated as uncertain).
@@ -572,19 +559,9 @@ def gram_uncertainty(
     if z.ndim != 2:
         msg = f"Expected hidden states of shape (k, d), got shape {z.shape}."
         raise ValueError(msg)
-    k, d = z.shape
+    k = z.shape[0]
     if k == 0:
         return math.inf
-    if precision == "float32":
-        z32 = z.astype(np.float32)
-        centring = np.eye(d, dtype=np.float32) - np.float32(1.0 / d) * np.ones(
-            (d, d), dtype=np.float32
-        )
-        gram32 = (z32 @ centring) @ z32.T + np.float32(alpha) * np.eye(k, dtype=np.float32)
-        sign32, logdet32 = np.linalg.slogdet(gram32)
-        if sign32 <= 0:
-            return math.nan if sign32 < 0 else -math.inf
-        return float(np.float32(logdet32) / np.float32(k))
     centred = z - z.mean(axis=1, keepdims=True)  # Z J_d
     gram = centred @ centred.T + alpha * np.eye(k)
     _, logdet = np.linalg.slogdet(gram)

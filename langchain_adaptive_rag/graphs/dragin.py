@@ -81,7 +81,9 @@ class DRAGINConfig(GenerationConfig):
     25 or 35 for the 13B models."""
     query_max_tokens: int = 64
     """The query is cut to its last this-many model tokens (the DRAGIN code's retriever
-    argument ``max_query_length=64``; here whole words are kept)."""
+    argument ``max_query_length=64``): in reference mode as that code does, tokenized
+    without special tokens, the last tokens decoded (a word may be cut); in paper mode, and
+    for a model without a tokenizer, whole words are kept."""
     attention_mode: Literal["reference", "inline"] = "reference"
     """``reference`` (default): a separate forward pass over the draft, as the DRAGIN code,
     whose thresholds were tuned under it; ``inline``: the rows captured while generating
@@ -297,7 +299,14 @@ class DRAGINPolicy(Policy):
         tagger = load_pos_tagger(self.config.spacy_model)
         content = content_flags([w.text for w in words], context, tagger)
         chosen = qfs_select(weights, content, set(targets), self.config.query_top_n)
-        return self._truncate([words[i] for i in chosen])
+        query = " ".join(words[i].text for i in chosen)
+        tokenizer = getattr(ctx.model, "hf_tokenizer", None)
+        if tokenizer is None:  # a model without a tokenizer: whole words
+            return self._truncate([words[i] for i in chosen])
+        # the code's retriever: the last query_max_tokens tokens, decoded (always)
+        ids = tokenizer(query, add_special_tokens=False)["input_ids"]
+        kept = ids[-self.config.query_max_tokens :]
+        return str(tokenizer.decode(kept, skip_special_tokens=True))
 
     def _truncate(self, chosen: list[Word]) -> str:
         """The chosen words joined, cut to the last ``query_max_tokens`` model tokens."""

@@ -69,6 +69,7 @@ __all__ = [
     "SeaKRPolicy",
     "calibrate_delta",
     "create_seakr_graph",
+    "reference_uncertainty",
     "rerank_choice",
     "self_check_uncertainty",
 ]
@@ -171,9 +172,9 @@ class SeaKRConfig(GenerationConfig):
     """``reference`` (default): SeaKR's code, exactly where it decides differently from the
     plainest reading of the paper; ``paper``: that reading. The differences:
 
-    - ``U`` precision: float32 with a dense ``J_d`` (reference) or float64 (paper); near
-      the rank-one floor the two differ by up to ~0.02 and a decision at ``delta`` can flip
-      (see :func:`~langchain_adaptive_rag.signals.gram_uncertainty`).
+    - ``U`` precision: float32 with a dense ``J_d``, as the code's torch operations
+      (reference, :func:`reference_uncertainty`) or float64 (paper); near the rank-one
+      floor the two differ by a few hundredths and a decision at ``delta`` can flip.
     - End-of-sequence state: the last token of every sample is replaced by EOS, a length
       ending's too (reference), or a length ending gets EOS appended (paper).
     - Samples: those whose text is blank (empty or whitespace once the stop string is cut)
@@ -326,7 +327,7 @@ class SeaKRPolicy(Policy):
             states = [t.hidden for t in samples if t.text.strip() and t.hidden is not None]
             if not states:
                 return 0.0
-            return gram_uncertainty(np.stack(states), self.config.alpha, precision="float32")
+            return reference_uncertainty(np.stack(states), self.config.alpha)
         states = [t.hidden for t in samples if t.num_tokens > 0 and t.hidden is not None]
         return gram_uncertainty(np.stack(states), self.config.alpha) if states else math.inf
 
@@ -570,6 +571,41 @@ class SeaKRPolicy(Policy):
         if cut >= 0 and lead and rationale.lower().endswith(lead.lower()):
             rationale = rationale[: len(rationale) - len(lead)].rstrip()
         return rationale
+
+
+def reference_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
+    """``U`` as SeaKR's code computes it: float32 torch on the CPU, operation for operation.
+
+    ``Z`` cast to float32, the dense ``d x d`` centring matrix ``J_d`` built, ``Z J_d Z^T``
+    by ``einsum``, the ridge added, ``logdet`` taken and divided by ``k``, all in float32
+    (``nan`` for a negative determinant, as ``logdet`` gives). When the samples agree the
+    Gram matrix is near rank one and float32 rounding (about ``1e-7 |z|^2``) rivals
+    ``alpha``: ``U`` then differs from the float64
+    :func:`~langchain_adaptive_rag.signals.gram_uncertainty` by up to a few hundredths,
+    enough to flip a decision near ``delta``, and from a float32 computation by another
+    library (numpy's BLAS) by as much; following the code's own operations reproduces its
+    values.
+
+    Args:
+        states: Shape ``(k, d)``, one row per non-blank sample.
+        alpha: The ridge ``alpha``.
+
+    Returns:
+        ``U`` (``+inf`` for no samples).
+    """
+    import torch
+
+    array = np.asarray(states, dtype=np.float32)
+    if array.ndim != 2:
+        msg = f"Expected hidden states of shape (k, d), got shape {array.shape}."
+        raise ValueError(msg)
+    k, d = array.shape
+    if k == 0:
+        return math.inf
+    z = torch.from_numpy(array)
+    centring = torch.eye(d) - (1 / d) * torch.ones(d, d)
+    sigma = torch.einsum("ij,jk,kl->il", z, centring, z.t())
+    return float((1 / k) * torch.logdet(sigma + alpha * torch.eye(k)))
 
 
 def rerank_choice(uncertainties: Sequence[float], margin: float = 0.0) -> int:

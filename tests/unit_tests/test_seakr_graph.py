@@ -14,6 +14,7 @@ from langchain_adaptive_rag.graphs.seakr import (
     SeaKRPolicy,
     calibrate_delta,
     create_seakr_graph,
+    reference_uncertainty,
     rerank_choice,
     self_check_uncertainty,
 )
@@ -394,7 +395,7 @@ def test_reference_drops_blank_samples_and_none_left_is_zero() -> None:
     assert paper._uncertainty(greedy, [_trace("", SAME[0])]) == math.inf
 
 
-def test_gram_uncertainty_float32_is_seakrs_computation() -> None:
+def test_reference_uncertainty_is_seakrs_computation() -> None:
     """Against the official expression: torch float32, dense J_d, einsum, logdet."""
     import torch
 
@@ -408,16 +409,18 @@ def test_gram_uncertainty_float32_is_seakrs_computation() -> None:
     well = np.array([[1, 2, 3, 4], [2, 0, 1, 3], [0, 1, 0, 2]], dtype=np.float64)
     # by hand: centred rows (-1.5,-.5,.5,1.5), (.5,-1.5,-.5,1.5), (-.75,.25,-.75,1.25);
     # det(Gram + 1e-3 I) = 30.29001..., U = ln(det) / 3
-    assert gram_uncertainty(well, precision="float32") == pytest.approx(1.136939, abs=1e-6)
-    assert gram_uncertainty(well, precision="float32") == pytest.approx(official(well), abs=1e-6)
+    assert reference_uncertainty(well) == pytest.approx(1.136939, abs=1e-6)
+    assert gram_uncertainty(well) == pytest.approx(1.136939, abs=1e-6)
     rng = np.random.default_rng(0)
     spread = rng.standard_normal((6, 64))
-    assert gram_uncertainty(spread, precision="float32") == pytest.approx(
-        official(spread), abs=1e-5
-    )
-    # identical rows: rank one, float32 rounding shows (closed form in float64)
+    assert reference_uncertainty(spread) == official(spread)
+    # identical rows: rank one, where float32 rounding shows (closed form in float64)
     same = np.array([[1.0, 2.0, 3.0, 4.0]] * 3)
     closed = (2 * math.log(1e-3) + math.log(3 * 5.0 + 1e-3)) / 3
     assert gram_uncertainty(same) == pytest.approx(closed, abs=1e-9)
-    assert gram_uncertainty(same, precision="float32") == pytest.approx(official(same), abs=1e-4)
-    assert gram_uncertainty(same, precision="float32") != gram_uncertainty(same)
+    assert reference_uncertainty(same) == official(same)
+    assert reference_uncertainty(same) != gram_uncertainty(same)
+    wide = np.tile(rng.standard_normal(512).astype(np.float32) * 3, (8, 1))
+    assert reference_uncertainty(wide) == official(wide)
+    assert abs(reference_uncertainty(wide) - gram_uncertainty(wide)) > 1e-4
+    assert reference_uncertainty(np.zeros((0, 4))) == math.inf
