@@ -892,20 +892,47 @@ class ChatTransformers(BaseChatModel):
             raise AdaptiveRAGError(msg)
 
         def forward() -> np.ndarray:
-            capture = AttentionCapture(self._hf_model, layer, full=True)
-            with torch.inference_mode(), capture:
-                device = self._hf_model.device
-                self._hf_model(input_ids=torch.tensor([ids], device=device), use_cache=False)
-            assert capture.weights is not None  # the hook raised otherwise
-            weights: np.ndarray = capture.weights[0].cpu().numpy()
-            return weights
+            return self._attention_batch(layer, [ids])[0]
 
-        weights = self._exclusive(forward)  # between two steps of a loop in progress
+        if self.batching:  # between two steps of a loop; concurrent passes share a batch
+            weights = self._get_engine().exclusive_batched(
+                forward,
+                key=("forward_attention", layer),
+                inputs=ids,
+                together=lambda batch: self._attention_batch(layer, batch),  # type: ignore[arg-type]
+            )
+        else:
+            with self._lock:
+                weights = forward()
         return AttentionMatrix(
             token_ids=np.asarray(ids, dtype=np.int64),
             tokens=token_pieces(self._hf_tokenizer, ids),
             weights=weights,
         )
+
+    def _attention_batch(self, layer: int, batch: list[list[int]]) -> list[np.ndarray]:
+        """One forward pass over several token sequences; each one's ``(H, S, S)`` weights.
+
+        Sequences of different lengths are left-padded, with an attention mask and
+        per-row position ids, so each one's rows equal those of a pass over it alone.
+        """
+        device = self._hf_model.device
+        longest = max(len(ids) for ids in batch)
+        pads = [longest - len(ids) for ids in batch]
+        pad_id = int(getattr(self._hf_tokenizer, "pad_token_id", None) or 0)
+        inputs = torch.tensor(
+            [[pad_id] * pad + ids for ids, pad in zip(batch, pads, strict=True)], device=device
+        )
+        extra: dict[str, torch.Tensor] = {}
+        if any(pads):
+            mask = torch.tensor([[0] * p + [1] * (longest - p) for p in pads], device=device)
+            extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        capture = AttentionCapture(self._hf_model, layer, full=True)
+        with torch.inference_mode(), capture:
+            self._hf_model(input_ids=inputs, use_cache=False, **extra)
+        assert capture.weights is not None  # the hook raised otherwise
+        weights = capture.weights.cpu().numpy()
+        return [weights[j][:, pad:, pad:] for j, pad in enumerate(pads)]
 
 
 def _message_text(message: BaseMessage) -> str:

@@ -16,9 +16,11 @@ sees the error; a failure of the shared forward pass reaches every caller of tha
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,12 +44,33 @@ __all__ = ["DecodeEngine"]
 _END = object()
 T = TypeVar("T")
 
+_LIVE: weakref.WeakSet[DecodeEngine] = weakref.WeakSet()
+"""Engines whose idle worker threads are ended before the interpreter exits."""
+
+
+@atexit.register
+def _end_idle_workers() -> None:
+    """End every engine's lingering worker thread before shutdown.
+
+    A thread that ran torch's intra-op (OpenMP) threads and is still alive at exit makes
+    the process's teardown print "terminate called without an active exception".
+    """
+    for engine in list(_LIVE):
+        engine.close()
+
 
 @dataclass
 class _SideJob(Generic[T]):
-    """Another use of the model (a full forward pass), run between decoding steps."""
+    """Another use of the model (a full forward pass), run between decoding steps.
+
+    Jobs with the same ``key`` that are queued together run as one call of ``together``
+    on their ``inputs`` (one batched forward pass); a job alone runs ``run``.
+    """
 
     run: Callable[[], T]
+    key: object = None
+    inputs: object = None
+    together: Callable[[list[object]], list[T]] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: T | None = None
     error: BaseException | None = None
@@ -59,6 +82,21 @@ class _SideJob(Generic[T]):
             self.error = error
         finally:
             self.done.set()
+
+
+def _run_together(jobs: list[_SideJob[T]]) -> None:
+    """Run jobs of one key as one batch; if the batch fails, each job alone."""
+    together = jobs[0].together
+    assert together is not None
+    try:
+        results = together([job.inputs for job in jobs])
+    except Exception:  # a bad input fails only its own job: run them one by one
+        for job in jobs:
+            job()
+        return
+    for job, result in zip(jobs, results, strict=True):
+        job.result = result
+        job.done.set()
 
 
 @dataclass
@@ -118,6 +156,23 @@ class DecodeEngine:
         """How many loops started with each number of requests (for measurements)."""
         self.joined = 0
         """Requests that joined a loop already running."""
+        self.side_batches: Counter[int] = Counter()
+        """How many batched side jobs ran with each number of jobs (for measurements)."""
+        _LIVE.add(self)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Wake an idle worker so it ends now instead of after ``linger_seconds``.
+
+        Work still queued is finished first; a later call starts a new worker.
+
+        Args:
+            timeout: Seconds to wait for the worker to end.
+        """
+        with self._condition:
+            worker = self._worker
+            self._condition.notify_all()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
 
     def decode(self, decoder: TraceDecoder, *, stream: bool = True) -> Iterator[TokenEvent]:
         """Decode one request with whatever else is queued; yields its events in order.
@@ -168,9 +223,30 @@ class DecodeEngine:
         Raises:
             BaseException: Whatever ``run`` raised.
         """
+        return self.exclusive_batched(run)
+
+    def exclusive_batched(
+        self,
+        run: Callable[[], T],
+        *,
+        key: object = None,
+        inputs: object = None,
+        together: Callable[[list[object]], list[T]] | None = None,
+    ) -> T:
+        """Like :meth:`exclusive`; jobs queued together under one ``key`` share a batch.
+
+        Args:
+            run: The job alone.
+            key: Jobs with this key (not ``None``) and a ``together`` run as one batch.
+            inputs: This job's input to ``together``.
+            together: Runs several jobs' inputs at once; returns their results in order.
+
+        Raises:
+            BaseException: Whatever the job raised.
+        """
         if threading.current_thread() is self._worker:
             return run()
-        job: _SideJob[T] = _SideJob(run)
+        job: _SideJob[T] = _SideJob(run, key=key, inputs=inputs, together=together)
         with self._condition:
             self._side.append(job)  # type: ignore[arg-type]
             self._ensure_worker()
@@ -183,8 +259,18 @@ class DecodeEngine:
     def _run_side_jobs(self) -> None:
         with self._condition:
             jobs, self._side = self._side, []
+        groups: dict[object, list[_SideJob[object]]] = {}
         for job in jobs:
-            job()
+            if job.key is not None and job.together is not None:
+                groups.setdefault(job.key, []).append(job)
+            else:
+                job()
+        for group in groups.values():
+            if len(group) == 1:
+                group[0]()
+            else:
+                _run_together(group)
+                self.side_batches[len(group)] += 1
 
     def _take_batch(self) -> tuple[list[_Ticket], CaptureOptions | None]:
         """Queued requests whose signals one set of hooks can read, and those hooks."""

@@ -527,17 +527,21 @@ class StepLogits:
     """Each row's log-sum-exp of the logits (the energy score's input)."""
     argmax: list[int]
     """Each row's most likely token."""
+    argmax_logprob: list[float]
+    """Its log-probability under the raw distribution."""
 
     @classmethod
     def of(cls, logits: torch.Tensor) -> StepLogits:
         """Compute the shared values for a ``(rows, vocab)`` logits tensor at once."""
         raw = torch.log_softmax(logits, dim=-1)
+        argmax = logits.argmax(dim=-1, keepdim=True)
         return cls(
             logits=logits,
             raw=raw,
             entropy=_entropy(raw).tolist(),
             logsumexp=torch.logsumexp(logits, dim=-1).tolist(),
-            argmax=logits.argmax(dim=-1).tolist(),
+            argmax=argmax.squeeze(-1).tolist(),
+            argmax_logprob=raw.gather(-1, argmax).squeeze(-1).tolist(),
         )
 
 
@@ -666,34 +670,52 @@ class TraceDecoder:
             probs = torch.softmax(sampled, dim=-1)
             entropies = _entropy(signal_logp).tolist()
             greedy = processed_logits.argmax(dim=-1).tolist()
+        chosen: list[tuple[int, int]] = []  # (position in rows, token) of active samples
         for i, b in enumerate(present):
             sample = self.samples[b]
             if not sample.active:
                 continue
-            row = rows[i]
             if sample.greedy:
-                token = int(greedy[i] if own else step.argmax[row])
+                token = int(greedy[i] if own else step.argmax[rows[i]])
             else:
                 drawn = torch.multinomial(probs[i], 1, generator=sample.generator)
                 token = int(drawn.item())
+            chosen.append((i, token))
+        if own and chosen:  # every chosen token's logprob in one gather
+            at = torch.tensor([i for i, _ in chosen], device=signal_logp.device)
+            picked = torch.tensor([t for _, t in chosen], device=signal_logp.device)
+            logprobs = signal_logp[at, picked].tolist()
+        else:  # greedy on the raw distribution: the argmax's logprob, computed for all rows
+            logprobs = [step.argmax_logprob[rows[i]] for i, _ in chosen]
+        for (i, token), logprob in zip(chosen, logprobs, strict=True):
+            b, row = present[i], rows[i]
+            sample = self.samples[b]
             if token in self.eos_ids:
                 sample.finish_reason = "stop"
                 self._set_tail(sample, ended_on_eos=True)
                 yield from self._release(b, sample, final=True)
                 continue
-            if own:
-                self._append(sample, token, signal_logp[i], entropies[i])
-            else:
-                self._append(sample, token, step.raw[row], step.entropy[row])
+            entropy = entropies[i] if own else step.entropy[row]
+            top = None
+            if self.decoding.top_logprobs:  # the row's distribution, for its alternatives
+                top = signal_logp[i] if own else step.raw[row]
+            self._append(sample, token, logprob, entropy, top)
             sample.logsumexps.append(step.logsumexp[row])  # raw logits: the energy score
             yield from self._release(b, sample, final=not sample.active)
 
-    def _append(self, sample: _Sample, token: int, logp: torch.Tensor, entropy: float) -> None:
+    def _append(
+        self,
+        sample: _Sample,
+        token: int,
+        logprob: float,
+        entropy: float,
+        logp: torch.Tensor | None,
+    ) -> None:
         options = self.decoding
         sample.ids.append(token)
-        sample.logprobs.append(float(logp[token].item()))
+        sample.logprobs.append(logprob)
         sample.entropies.append(entropy)
-        if options.top_logprobs:
+        if options.top_logprobs and logp is not None:
             values, indices = torch.topk(logp, options.top_logprobs)
             sample.top_ids.append(tuple(int(i) for i in indices.tolist()))
             sample.top_lps.append(tuple(float(v) for v in values.tolist()))

@@ -216,6 +216,37 @@ def test_reference_forward_pass_runs_between_decoding_steps(llama_dir: Path) -> 
     assert_same(traces, chat.generate_trace(PROMPTS[0], **long_call))
 
 
+@pytest.mark.parametrize(
+    ("arch", "kernel"),
+    [("llama", "eager"), ("llama", "sdpa"), ("gpt2", "eager"), ("qwen2", "sdpa")],
+)
+def test_concurrent_reference_passes_share_one_batch(
+    tiny_model_dirs: dict[str, Path], arch: str, kernel: str
+) -> None:
+    """forward_attention calls queued together run as one left-padded pass, equal alone."""
+    directory = tiny_model_dirs[arch]
+    chat = ChatTransformers(
+        model=str(directory), batch_concurrent_calls=True, attn_implementation=kernel
+    )
+    alone = [chat.forward_attention(prompt, layer=0) for prompt in PROMPTS]
+    long_call = {"max_new_tokens": 60, "min_new_tokens": 60}
+    started = threading.Event()
+    with ThreadPoolExecutor(1) as pool:  # a running loop holds the side jobs until a step ends
+        future = pool.submit(
+            lambda: chat.generate_trace(PROMPTS[0], on_token=lambda e: started.set(), **long_call)
+        )
+        started.wait(timeout=30)
+        together = run_together(
+            chat, [lambda p=prompt: chat.forward_attention(p, layer=0) for prompt in PROMPTS]
+        )
+        future.result()
+    for got, want in zip(together, alone, strict=True):
+        assert got.tokens == want.tokens and got.weights.shape == want.weights.shape
+        np.testing.assert_allclose(got.weights, want.weights, atol=1e-5)
+    engine = chat.engine
+    assert engine is not None and sum(n * c for n, c in engine.side_batches.items()) >= 2
+
+
 def test_capture_union_and_cover() -> None:
     attention = CaptureOptions(attention=True, attention_layer=1)
     hidden = CaptureOptions(hidden=True, hidden_layer=0, hidden_at="eos")
@@ -301,3 +332,15 @@ def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> Non
     list(decode_together(model, [running], admit=admit))
     for got, want in zip([running, *late], alone, strict=True):
         assert_same(got.traces, want)
+
+
+def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    chat.generate_trace(PROMPTS[0], max_new_tokens=3)
+    engine = chat.engine
+    assert engine is not None and engine._worker is not None and engine._worker.is_alive()
+    worker = engine._worker
+    engine.close(timeout=0.4)  # well under linger_seconds (0.5)
+    assert not worker.is_alive()
+    again = chat.generate_trace(PROMPTS[0], max_new_tokens=3)  # a new worker serves
+    assert again[0].num_tokens == 3
