@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from langchain_core.retrievers import BaseRetriever
+from tqdm.auto import tqdm
 
 from langchain_adaptive_rag.chat_models import ChatTransformers
 from langchain_adaptive_rag.evaluation.cli import add_eval_commands
 from langchain_adaptive_rag.generation import GenerationTrace
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
 from langchain_adaptive_rag.retrievers.cli import add_index_command
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
 
@@ -79,8 +81,16 @@ def _demo(args: argparse.Namespace) -> int:
     )
     results = {}
     for method in methods:
-        results[method] = run_method(model, retriever, method, questions)  # type: ignore[arg-type]
-        print(f"  {method:<13} done in {sum(r.seconds for r in results[method]):.1f} s")
+        label = display_name(method)
+        with tqdm(total=len(questions), desc=f"  {label:<8}", leave=False, unit="q") as bar:
+            results[method] = run_method(
+                model,
+                retriever,
+                method,  # type: ignore[arg-type]
+                questions,
+                on_result=lambda _: bar.update(),
+            )
+        print(f"  {label:<8} done in {sum(r.seconds for r in results[method]):.1f} s")
     print("\n" + format_comparison(results) + "\n")
     by_id = {q.id: q for q in questions}
     traced = _pick_trace(results["dragin"] if "dragin" in results else results[methods[0]])
@@ -239,6 +249,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """The command line shows its own progress: no weight-loading bars, no library notices.
+
+    Set for this process only (the command line owns it); the library itself changes no
+    logging or warning settings.
+    """
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"transformers(\.|$)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
@@ -250,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    _quiet_libraries()
     if args.command == "demo":
         return _demo(args)
     if args.command == "signals":

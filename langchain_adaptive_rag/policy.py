@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 from langchain_core.retrievers import BaseRetriever
 
@@ -122,8 +122,19 @@ class Policy:
     context and the current state and returns a partial state update.
     """
 
-    name = "no_retrieval"
-    needs_attention = False
+    name: ClassVar[str] = "no_retrieval"
+    """The method's id (``create_adaptive_rag_graph(..., method)``, results files)."""
+    display_name: ClassVar[str] = "wo-RAG"
+    """The method's name in the papers, shown in every user-facing table."""
+    config_class: ClassVar[type[GenerationConfig]] = GenerationConfig
+    """The config class the method takes."""
+    threshold_field: ClassVar[str | None] = None
+    """The config field holding the retrieval threshold (``None``: no threshold)."""
+    threshold_symbol: ClassVar[str] = "θ"
+    """How pictures and reports write that threshold."""
+    colour: ClassVar[str] = "#7f7f7f"
+    """The method's colour in plots."""
+    needs_attention: ClassVar[bool] = False
 
     def __init__(self, config: GenerationConfig) -> None:
         """Keep the method's configuration.

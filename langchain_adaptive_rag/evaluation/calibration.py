@@ -34,7 +34,7 @@ from langchain_adaptive_rag.evaluation.overrides import config_class_for
 from langchain_adaptive_rag.evaluation.results import PathLike, RunSettings
 from langchain_adaptive_rag.evaluation.runner import evaluate_method
 from langchain_adaptive_rag.evaluation.summary import SummaryRow, format_table, summarize
-from langchain_adaptive_rag.graphs import Method
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, policy_class
 from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 
@@ -49,8 +49,12 @@ __all__ = [
     "choose_threshold",
 ]
 
-THRESHOLD_FIELDS: dict[str, str] = {"flare": "theta", "dragin": "theta", "seakr": "delta"}
-"""The config field each calibratable method retrieves by."""
+THRESHOLD_FIELDS: dict[str, str] = {
+    method: field
+    for method in AVAILABLE_METHODS
+    if (field := policy_class(method).threshold_field) is not None
+}
+"""The config field each calibratable method retrieves by (its policy's ``threshold_field``)."""
 
 CALIBRATION_MD = "calibration.md"
 """The sweep table written into the sweep directory."""

@@ -17,6 +17,7 @@ from langchain_adaptive_rag.evaluation.results import (
     read_results,
     read_settings,
 )
+from langchain_adaptive_rag.graphs import display_name
 
 __all__ = [
     "SUMMARY_CSV",
@@ -164,6 +165,8 @@ def _cell(key: str, value: str | int | float | None, fmt: Literal["markdown", "c
             return f"{value:.6g}"
         pattern = _FORMATS.get(key, "{:.1f}" if key.endswith("_per_q") else "{:.3f}")
         return pattern.format(value)
+    if key == "method" and fmt == "markdown":  # the papers' name; CSV keeps the id
+        return display_name(str(value))
     return str(value)
 
 
@@ -173,7 +176,8 @@ def format_table(rows: Sequence[SummaryRow], fmt: Literal["markdown", "csv"] = "
     Args:
         rows: Rows from :func:`summarize` or :func:`compare_runs`; columns are the union
             of their keys, in first-seen order (a row without a column shows ``-``).
-        fmt: ``markdown`` (metrics to 3 decimals) or ``csv`` (6 significant digits).
+        fmt: ``markdown`` (metrics to 3 decimals, methods by the papers' names: SR-RAG,
+            DRAGIN, ...) or ``csv`` (6 significant digits, method ids: ``single_round``).
 
     Returns:
         The table, ending with a newline.

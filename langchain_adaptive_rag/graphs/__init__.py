@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal, get_args
 
 from langchain_core.retrievers import BaseRetriever
@@ -10,11 +9,9 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, DRAGINPolicy, create_dragin_graph
+from langchain_adaptive_rag.graphs.dragin import DRAGINPolicy, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import (
-    FixLengthConfig,
     FixLengthPolicy,
-    FixSentenceConfig,
     FixSentencePolicy,
     NoRetrievalPolicy,
     SingleRoundPolicy,
@@ -23,10 +20,9 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_no_retrieval_graph,
     create_single_round_graph,
 )
-from langchain_adaptive_rag.graphs.flare import FLAREConfig, FLAREPolicy, create_flare_graph
-from langchain_adaptive_rag.graphs.seakr import SeaKRConfig, SeaKRPolicy, create_seakr_graph
+from langchain_adaptive_rag.graphs.flare import FLAREPolicy, create_flare_graph
+from langchain_adaptive_rag.graphs.seakr import SeaKRPolicy, create_seakr_graph
 from langchain_adaptive_rag.graphs.ta_are import (
-    TAAREConfig,
     TAAREPolicy,
     VanillaPolicy,
     create_ta_are_graph,
@@ -51,6 +47,8 @@ __all__ = [
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",
+    "display_name",
+    "policy_class",
 ]
 
 Method = Literal[
@@ -67,20 +65,42 @@ Method = Literal[
 """Every method name of the product (see DESIGN: wo-RAG, SR-RAG, FL-RAG, FS-RAG, FLARE,
 DRAGIN, SeaKR, Vanilla and TA-ARE prompting)."""
 
-_POLICIES: dict[str, tuple[Callable[[GenerationConfig], Policy], type[GenerationConfig]]] = {
-    "no_retrieval": (NoRetrievalPolicy, GenerationConfig),
-    "single_round": (SingleRoundPolicy, GenerationConfig),
-    "fix_length": (FixLengthPolicy, FixLengthConfig),
-    "fix_sentence": (FixSentencePolicy, FixSentenceConfig),
-    "flare": (FLAREPolicy, FLAREConfig),
-    "dragin": (DRAGINPolicy, DRAGINConfig),
-    "seakr": (SeaKRPolicy, SeaKRConfig),
-    "vanilla": (VanillaPolicy, TAAREConfig),
-    "ta_are": (TAAREPolicy, TAAREConfig),
-}
+_POLICY_CLASSES: tuple[type[Policy], ...] = (
+    NoRetrievalPolicy,
+    SingleRoundPolicy,
+    FixLengthPolicy,
+    FixSentencePolicy,
+    FLAREPolicy,
+    DRAGINPolicy,
+    SeaKRPolicy,
+    VanillaPolicy,
+    TAAREPolicy,
+)
+_POLICIES: dict[str, type[Policy]] = {policy.name: policy for policy in _POLICY_CLASSES}
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)
 """Methods this version builds (all of :data:`Method`)."""
+
+
+def policy_class(method: str) -> type[Policy]:
+    """The policy class of a method.
+
+    It carries the method's facts: ``display_name``, ``config_class``,
+    ``threshold_field``, ``threshold_symbol`` and ``colour``.
+
+    Args:
+        method: One of :data:`AVAILABLE_METHODS`.
+
+    Returns:
+        The policy class.
+
+    Raises:
+        AdaptiveRAGError: The method is unknown.
+    """
+    if method not in _POLICIES:
+        msg = f"Received method={method!r}; expected one of {list(AVAILABLE_METHODS)}."
+        raise AdaptiveRAGError(msg)
+    return _POLICIES[method]
 
 
 def config_class(method: str) -> type[GenerationConfig]:
@@ -95,10 +115,16 @@ def config_class(method: str) -> type[GenerationConfig]:
     Raises:
         AdaptiveRAGError: The method is unknown.
     """
-    if method not in _POLICIES:
-        msg = f"Received method={method!r}; expected one of {list(AVAILABLE_METHODS)}."
-        raise AdaptiveRAGError(msg)
-    return _POLICIES[method][1]
+    return policy_class(method).config_class
+
+
+def display_name(method: str) -> str:
+    """The papers' name of a method (``"SR-RAG"`` for ``"single_round"``).
+
+    An unknown id is returned as it is (results files of other tools).
+    """
+    policy = _POLICIES.get(method)
+    return policy.display_name if policy is not None else method
 
 
 def create_adaptive_rag_graph(
@@ -136,16 +162,17 @@ def create_adaptive_rag_graph(
             f"of {list(AVAILABLE_METHODS)}."
         )
         raise AdaptiveRAGError(msg)
-    policy_class, config_class = _POLICIES[method]
-    chosen = config if config is not None else config_class()
-    if not isinstance(chosen, config_class):
+    policy = _POLICIES[method]
+    expected = policy.config_class
+    chosen = config if config is not None else expected()
+    if not isinstance(chosen, expected):
         msg = (
-            f"method={method!r} takes a {config_class.__name__}, got {type(chosen).__name__}. "
-            f"Fix: config={config_class.__name__}(...)."
+            f"method={method!r} takes a {expected.__name__}, got {type(chosen).__name__}. "
+            f"Fix: config={expected.__name__}(...)."
         )
         raise AdaptiveRAGError(msg)
     return build_adaptive_rag_graph(
-        policy_class(chosen),
+        policy(chosen),
         model,
         retriever,
         prompts=prompts,

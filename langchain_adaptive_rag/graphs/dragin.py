@@ -139,6 +139,10 @@ class DRAGINPolicy(Policy):
     """RIND decides when, QFS decides what."""
 
     name = "dragin"
+    display_name = "DRAGIN"
+    config_class = DRAGINConfig
+    threshold_field = "theta"
+    colour = "#d62728"
     needs_attention = True
     config: DRAGINConfig
 

@@ -37,6 +37,8 @@ class NoRetrievalPolicy(Policy):
     """wo-RAG: draft the whole answer, never retrieve."""
 
     name = "no_retrieval"
+    display_name = "wo-RAG"
+    colour = "#7f7f7f"
 
 
 class _RetrieveEveryRound(Policy):
@@ -66,6 +68,8 @@ class SingleRoundPolicy(_RetrieveEveryRound):
     """SR-RAG: one retrieval with the question, before any text."""
 
     name = "single_round"
+    display_name = "SR-RAG"
+    colour = "#8c564b"
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Retrieve in the first round only."""
@@ -98,6 +102,9 @@ class FixLengthPolicy(_RetrieveEveryRound):
     """FL-RAG: retrieve with the previous chunk, generate the next ``n`` tokens."""
 
     name = "fix_length"
+    display_name = "FL-RAG"
+    config_class = FixLengthConfig
+    colour = "#bcbd22"
     config: FixLengthConfig
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -121,6 +128,9 @@ class FixSentencePolicy(_RetrieveEveryRound):
     """FS-RAG: retrieve with the previous sentence, keep the next sentence only."""
 
     name = "fix_sentence"
+    display_name = "FS-RAG"
+    config_class = FixSentenceConfig
+    colour = "#17becf"
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate with the documents; accept the first sentence only."""

@@ -96,6 +96,10 @@ class FLAREPolicy(Policy):
     """FLARE's decisions over the shared graph."""
 
     name = "flare"
+    display_name = "FLARE"
+    config_class = FLAREConfig
+    threshold_field = "theta"
+    colour = "#1f77b4"
     config: FLAREConfig
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:

@@ -231,6 +231,11 @@ class SeaKRPolicy(Policy):
     """Self-aware uncertainty decides when; self-aware re-ranking and reasoning decide how."""
 
     name = "seakr"
+    display_name = "SeaKR"
+    config_class = SeaKRConfig
+    threshold_field = "delta"
+    threshold_symbol = "δ"
+    colour = "#2ca02c"
     config: SeaKRConfig
 
     def check_model(self, model: TraceModel) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -93,11 +94,24 @@ class TAAREConfig(GenerationConfig):
     (the paper's optional nearest-neighbour demonstrations)."""
     nearest_yes: int = 2
     """[Yes] demonstrations taken from ``yes_pool`` (the paper: 2)."""
+    answer_prompt: Literal["short_form", "qa"] = "short_form"
+    """The answer step's prompt. ``short_form`` (the paper): "Please use your own
+    knowledge ..." over a ``Paragraph:`` of the documents, the answer being the generated
+    line. ``qa``: the graph's ``QAPrompts`` (few-shot ``Question:``/``Answer:`` with a
+    numbered ``Context:`` block), the answer extracted after "So the answer is" as for the
+    other methods: for a model tuned to that format (the toy model), so the decision is
+    compared on answers the model can give."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.nearest_yes < 0:
             msg = f"TAAREConfig.nearest_yes must be >= 0, got {self.nearest_yes}."
+            raise AdaptiveRAGError(msg)
+        if self.answer_prompt not in ("short_form", "qa"):
+            msg = (
+                f"TAAREConfig.answer_prompt must be 'short_form' or 'qa', got "
+                f"{self.answer_prompt!r}."
+            )
             raise AdaptiveRAGError(msg)
 
 
@@ -105,6 +119,9 @@ class VanillaPolicy(Policy):
     """Ask the model whether it needs retrieval; answer with or without documents."""
 
     name = "vanilla"
+    display_name = "Vanilla"
+    config_class = TAAREConfig
+    colour = "#9467bd"
     config: TAAREConfig
 
     def decision_prompt(self, question: str) -> str:
@@ -147,6 +164,14 @@ class VanillaPolicy(Policy):
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Answer, over a paragraph of the documents when there are any."""
         docs = state.get("docs", [])
+        if self.config.answer_prompt == "qa":  # the graph's QA prompt, as the other methods
+            trace = self.generate(ctx, state, docs)
+            update = self.accept(ctx, state, trace.text, trace.num_tokens)
+            update["finished"] = True
+            update["counts"] = bump(
+                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens
+            )
+            return update
         if docs:
             paragraph = " ".join(d["text"] for d in docs)
             prompt = _ANSWER_WITH_DOCS.format(paragraph=paragraph, question=state["question"])
@@ -164,7 +189,9 @@ class VanillaPolicy(Policy):
         }
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """The answer is the generated text."""
+        """The answer is the generated text (``qa``: extracted, forced when missing)."""
+        if self.config.answer_prompt == "qa":
+            return super().finalize(ctx, state)
         text = state.get("text", "")
         return {"answer": text.strip(), "text": text, "counts": bump(state.get("counts"))}
 
@@ -173,6 +200,8 @@ class TAAREPolicy(VanillaPolicy):
     """TA-ARE: the decision prompt adds today's date and four demonstrations."""
 
     name = "ta_are"
+    display_name = "TA-ARE"
+    colour = "#e377c2"
 
     def __init__(self, config: GenerationConfig, embeddings: Embeddings | None = None) -> None:
         """Keep the configuration and, optionally, the embeddings that pick [Yes] demos.

@@ -16,7 +16,12 @@ from typing import Any
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, create_adaptive_rag_graph
+from langchain_adaptive_rag.graphs import (
+    AVAILABLE_METHODS,
+    Method,
+    create_adaptive_rag_graph,
+    display_name,
+)
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
@@ -50,13 +55,15 @@ TOY_CONFIGS: dict[str, GenerationConfig] = {
     "seakr": SeaKRConfig(
         generate_max_length=48, num_samples=8, hidden_layer=1, delta=-8.0, rerank_margin=0.3
     ),
-    "vanilla": TAAREConfig(generate_max_length=48),
-    "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026"),
+    "vanilla": TAAREConfig(generate_max_length=48, answer_prompt="qa"),
+    "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026", answer_prompt="qa"),
 }
 """Each method's configuration for the toy model: the answer budget fits the toy answers
 (at most about 40 tokens), FL-RAG retrieves every 8 tokens (a toy sentence is about that
 long), and the thresholds (FLARE ``theta``, DRAGIN ``theta``, SeaKR ``delta``) are the
 values ``benchmarks/toy_methods.py`` chooses on the dev questions for the shipped model.
+Vanilla and TA-ARE answer with the QA prompt the toy model was trained on
+(``answer_prompt="qa"``; their decision prompt is the paper's).
 DRAGIN runs the paper reading (``mode="paper"``): its ``theta`` was calibrated under it,
 and in reference mode, at the same ``theta``, the fixed set's unknown-fact EM falls to
 0.50 (stop words may trigger; not recalibrated).
@@ -262,8 +269,8 @@ def format_comparison(results: Mapping[str, Sequence[QuestionResult]]) -> str:
         overall = summarize(items)
         per = [summarize(items, c).em for c in ("known", "known_first_unknown_second", "unknown")]
         lines.append(
-            f"| {name} | {overall.em:.2f} | {overall.f1:.2f} | {per[0]:.2f} | {per[1]:.2f} "
-            f"| {per[2]:.2f} | {overall.retrievals:.2f} | {overall.llm_calls:.1f} "
+            f"| {display_name(name)} | {overall.em:.2f} | {overall.f1:.2f} | {per[0]:.2f} "
+            f"| {per[1]:.2f} | {per[2]:.2f} | {overall.retrievals:.2f} | {overall.llm_calls:.1f} "
             f"| {overall.generated_tokens:.0f} | {overall.seconds:.2f} |"
         )
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, policy_class
 from langchain_adaptive_rag.visualize._style import (
     SPECS,
     Direction,
@@ -83,7 +84,6 @@ CSS = """
 """
 """Style sheet of the HTML views (every rule is scoped under ``.arag-run``)."""
 
-_THRESHOLD_SYMBOL = {"seakr": "δ"}
 _ROUTES = {
     "retrieve": "retrieved",
     "continue": "continued without retrieval",
@@ -98,7 +98,10 @@ def _esc(text: str, *, quote: bool = True) -> str:
 
 
 def _symbol(record: RunRecord) -> str:
-    return _THRESHOLD_SYMBOL.get(record.method, "θ")
+    """The threshold's symbol of the record's method (its policy's ``threshold_symbol``)."""
+    if record.method in AVAILABLE_METHODS:
+        return policy_class(record.method).threshold_symbol
+    return "θ"
 
 
 def _fmt(value: float | None) -> str:

@@ -73,7 +73,7 @@ def test_eval_resume_compare_and_calibrate(
     assert "dragin on hotpotqa: 3 questions" in printed and "5 passages" in printed
     assert "3 answered now, 0 earlier, 0 failed" in printed
     assert "| run | method | dataset | n | errors | em | f1 |" in printed
-    assert "| dragin | dragin | hotpotqa | 3 | 0 |" in printed
+    assert "| dragin | DRAGIN | hotpotqa | 3 | 0 |" in printed
 
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records] == ["h1", "h2", "h3"]
@@ -111,8 +111,8 @@ def test_eval_resume_compare_and_calibrate(
 
     assert cli(["compare", str(out), str(sweep / "theta=0.9")]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[2].startswith("| dragin | dragin | hotpotqa | 3 |")
-    assert table[3].startswith("| theta=0.9 | flare | hotpotqa | 2 |")
+    assert table[2].startswith("| dragin | DRAGIN | hotpotqa | 3 |")
+    assert table[3].startswith("| theta=0.9 | FLARE | hotpotqa | 2 |")
 
 
 def _passages_file(path: Path) -> Path:

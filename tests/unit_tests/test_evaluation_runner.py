@@ -416,7 +416,7 @@ def test_summary_numbers(tmp_path: Path) -> None:
     }
     md = (out / "summary.md").read_text()
     assert md.splitlines()[0].startswith("| run | method | dataset | n | errors | em | f1 |")
-    assert "| dragin-hotpot | dragin | hotpotqa | 4 | 1 | 0.250 | 0.417 | 0.500 | 0.375 |" in md
+    assert "| dragin-hotpot | DRAGIN | hotpotqa | 4 | 1 | 0.250 | 0.417 | 0.500 | 0.375 |" in md
     csv_rows = (out / "summary.csv").read_text().splitlines()
     assert csv_rows[1].startswith("dragin-hotpot,dragin,hotpotqa,4,1,0.25,0.416667,0.5,0.375,")
 
@@ -468,7 +468,7 @@ def test_compare_runs_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert args.handler(args) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| run | method |") and out[1].startswith("|---|---|---|---:|")
-    assert out[3].startswith("| b | flare | hotpotqa | 1 | 0 | 0.000 | 0.500 |")
+    assert out[3].startswith("| b | FLARE | hotpotqa | 1 | 0 | 0.000 | 0.500 |")
     args = parser.parse_args(["compare", str(tmp_path / "missing")])
     assert args.handler(args) == 2
     assert "has no run.json" in capsys.readouterr().err

@@ -116,3 +116,27 @@ def test_ta_are_embeddings_need_a_pool() -> None:
         create_ta_are_graph(FakeTraceModel([]), RecordingRetriever(), embeddings=WordEmbeddings())
     with pytest.raises(AdaptiveRAGError, match="nearest_yes must be >= 0, got -1"):
         TAAREConfig(nearest_yes=-1)
+
+
+def test_qa_answer_prompt_uses_the_graphs_qa_format() -> None:
+    from langchain_adaptive_rag.prompts import QAPrompts
+
+    model = FakeTraceModel(
+        [" [Yes]", " Anna Berg was born in 1931. So the answer is 1931.\nQuestion: x"]
+    )
+    config = TAAREConfig(answer_prompt="qa", retrieve_topk=2)
+    result = create_vanilla_graph(
+        model, RecordingRetriever(), config=config, prompts=QAPrompts(exemplars=())
+    ).invoke({"question": QUESTION})
+    answer_prompt = model.prompts[1]
+    assert answer_prompt.startswith(f"Context:\n[1] {PASSAGES[0]}\n[2] {PASSAGES[1]}\n")
+    assert answer_prompt.endswith(f"Question: {QUESTION}\nAnswer:")
+    assert "Paragraph:" not in answer_prompt
+    assert result["answer"] == "1931"  # extracted after "So the answer is", cut at the stop
+    no_answer = FakeTraceModel([" [No]", " Anna Berg was born in 1931.", " 1931."])
+    result = create_vanilla_graph(
+        no_answer, RecordingRetriever(), config=config, prompts=QAPrompts(exemplars=())
+    ).invoke({"question": QUESTION})
+    assert result["answer"] == "1931" and result["counts"]["llm_calls"] == 3  # forced once
+    with pytest.raises(AdaptiveRAGError, match="answer_prompt"):
+        TAAREConfig(answer_prompt="long")  # type: ignore[arg-type]
