@@ -76,7 +76,7 @@ class BM25Analyzer:
     stemmer: Stemmer | None = "english"
     """Snowball stemmer (PyStemmer) applied to each term, or ``None`` for none. English
     stemming is the default because it finds more gold passages on HotpotQA, 2Wiki and
-    SQuAD (``benchmarks/retrieval_recall.py``, numbers in the README)."""
+    SQuAD (``benchmarks/retrieval_recall.py``, numbers in docs/benchmarks.md)."""
     stopwords: StopWords | None = "lucene"
     """Stop words dropped before stemming: ``lucene`` (Elasticsearch's English list, the
     default), ``spacy`` (spaCy's longer English list) or ``None`` to keep all."""

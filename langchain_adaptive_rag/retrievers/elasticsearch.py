@@ -212,7 +212,7 @@ def index_elasticsearch(
     except (ApiError, TransportConnectionError) as error:
         msg = (
             f"Elasticsearch indexing into {index_name!r} failed: {type(error).__name__}: "
-            f"{error}. Fix: check that the server is up and reachable (see the README's "
+            f"{error}. Fix: check that the server is up and reachable (see docs/retrieval.md, "
             "Elasticsearch section)."
         )
         raise AdaptiveRAGError(msg) from error

@@ -1,4 +1,4 @@
-"""Against a real Elasticsearch server: set ELASTICSEARCH_URL (see the README) to run."""
+"""Against a real Elasticsearch server: set ELASTICSEARCH_URL (see docs/retrieval.md) to run."""
 
 from __future__ import annotations
 

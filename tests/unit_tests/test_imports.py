@@ -46,3 +46,17 @@ def test_all_imports() -> None:
     assert sorted(langchain_adaptive_rag.__all__) == sorted(EXPECTED_ALL)
     for name in EXPECTED_ALL:
         assert getattr(langchain_adaptive_rag, name) is not None
+
+
+def test_docs_home_page_is_the_readme() -> None:
+    """docs/index.md is the README with its links made relative to docs/ (one text)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    home = (root / "docs" / "index.md").read_text(encoding="utf-8")
+    assert home == readme.replace("](docs/", "](")
+    assert len(readme.splitlines()) <= 160
+    for line in readme.splitlines():  # every page the README links exists
+        for target in line.split("](docs/")[1:]:
+            assert (root / "docs" / target.split(")")[0]).exists(), target
