@@ -19,7 +19,7 @@ from langchain_adaptive_rag.prompts import (
     QAPrompts,
     build_prompt,
     extract_answer,
-    normalise_answer,
+    read_answer_as,
 )
 from langchain_adaptive_rag.signals import first_sentence, tokens_covering
 from langchain_adaptive_rag.state import AdaptiveRAGState, Counts, RetrievedDoc
@@ -286,7 +286,7 @@ class Policy:
                     stop=ctx.prompts.stop,
                     on_token=sink,
                 )[0]
-            answer = normalise_answer(trace.text, ctx.prompts.answer_kind)
+            answer = read_answer_as(trace.text, ctx.prompts.answer_kind)
             text = text + ctx.prompts.forced_answer + trace.text
             counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
         return {"answer": answer, "text": text, "counts": bump(counts)}

@@ -24,7 +24,7 @@ __all__ = [
     "QAPrompts",
     "build_prompt",
     "extract_answer",
-    "normalise_answer",
+    "read_answer_as",
 ]
 
 AnswerKind = Literal["span", "yes_no"]
@@ -128,7 +128,7 @@ def extract_answer(
     Args:
         text: Generated answer text.
         marker: The phrase that introduces the answer.
-        kind: How the answer is read (:func:`normalise_answer`).
+        kind: How the answer is read (:func:`read_answer_as`).
 
     Returns:
         The answer, or ``None`` when the marker is absent.
@@ -138,11 +138,14 @@ def extract_answer(
         return None
     answer = text[matches[-1].end() :].strip()
     answer = answer.split("\n", 1)[0].strip()
-    return normalise_answer(answer, kind)
+    return read_answer_as(answer, kind)
 
 
-def normalise_answer(answer: str, kind: AnswerKind = "span") -> str:
+def read_answer_as(answer: str, kind: AnswerKind = "span") -> str:
     """An extracted or forced answer, read as ``kind``.
+
+    This is the graph's answer, not scoring: the SQuAD-style normalisation that metrics
+    compare is ``evaluation.metrics.normalize_answer``.
 
     Args:
         answer: The answer text.

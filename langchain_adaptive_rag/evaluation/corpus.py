@@ -24,13 +24,8 @@ from typing import NamedTuple
 from langchain_core.documents import Document
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, DatasetFormatError
-from langchain_adaptive_rag.evaluation.datasets import (
-    JSONValue,
-    PathLike,
-    _iter_json_lines,
-    _Record,
-    _sniff,
-)
+from langchain_adaptive_rag.evaluation.datasets.example import JSONValue, PathLike
+from langchain_adaptive_rag.evaluation.datasets.records import _iter_json_lines, _Record, _sniff
 
 __all__ = [
     "Qrel",

@@ -47,7 +47,7 @@ from langchain_adaptive_rag.prompts import (
     QAPrompts,
     build_prompt,
     extract_answer,
-    normalise_answer,
+    read_answer_as,
 )
 from langchain_adaptive_rag.signals import (
     energy_score,
@@ -494,7 +494,7 @@ class SeaKRPolicy(Policy):
         chosen = self._choose_reading(readings[0], readings[1] if len(readings) > 1 else None)
         answer, text = chosen.answer.strip().rstrip(".").strip(), chosen.text
         return {
-            "answer": normalise_answer(answer, ctx.prompts.answer_kind),
+            "answer": read_answer_as(answer, ctx.prompts.answer_kind),
             "text": text,
             "counts": bump(counts),
         }

@@ -13,24 +13,24 @@ Everything is drawn offline with matplotlib: no mermaid.ink, no graphviz, no pyp
 """
 
 from langchain_adaptive_rag.visualize._style import Signal, default_signal
+from langchain_adaptive_rag.visualize.figures import timeline_figure, tokens_figure
 from langchain_adaptive_rag.visualize.graph import (
     DrawableGraph,
     draw_graph,
     graph_figure,
     graph_mermaid,
 )
+from langchain_adaptive_rag.visualize.html_view import tokens_html
 from langchain_adaptive_rag.visualize.record import (
-    AttentionSource,
     Decision,
     Retrieval,
     Round,
     RunRecord,
     TokenRecord,
     WordRecord,
-    record_run,
 )
+from langchain_adaptive_rag.visualize.recording import AttentionSource, record_run
 from langchain_adaptive_rag.visualize.report import figure_png_base64, report_html
-from langchain_adaptive_rag.visualize.tokens import timeline_figure, tokens_figure, tokens_html
 
 __all__ = [
     "AttentionSource",

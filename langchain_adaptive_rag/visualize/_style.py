@@ -12,14 +12,17 @@ import matplotlib as mpl
 from matplotlib.colors import Colormap, Normalize, to_hex
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, policy_class
 from langchain_adaptive_rag.signals import is_content_word
 from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
 
 __all__ = [
+    "ROUTES",
     "Direction",
     "Scale",
     "Signal",
     "SignalSpec",
+    "check_record",
     "check_signal",
     "default_signal",
     "derived_round_score",
@@ -27,6 +30,7 @@ __all__ = [
     "query_words",
     "scale_for",
     "text_colour",
+    "threshold_symbol",
     "thresholded_signal",
     "token_value",
     "trigger_tokens",
@@ -229,3 +233,29 @@ def printable(text: str) -> str:
         f"\\x{ord(ch):02x}" if unicodedata.category(ch) == "Cc" and ch not in "\n\t" else ch
         for ch in text
     )
+
+
+ROUTES: dict[str, str] = {
+    "retrieve": "retrieved",
+    "continue": "continued without retrieval",
+    "draft": "accepted; next draft",
+    "finalize": "accepted; finalize",
+}
+"""How each route of a decision reads in the views."""
+
+
+def threshold_symbol(record: RunRecord) -> str:
+    """The threshold's symbol of the record's method (its policy's ``threshold_symbol``)."""
+    if record.method in AVAILABLE_METHODS:
+        return policy_class(record.method).threshold_symbol
+    return "θ"
+
+
+def check_record(record: object, caller: str) -> None:
+    """Fail with a clear error unless ``record`` is a :class:`RunRecord`."""
+    if not isinstance(record, RunRecord):
+        msg = (
+            f"{caller} received {type(record).__name__}. Expected a RunRecord. Fix: "
+            "record = record_run(graph, question), or RunRecord.from_json(text)."
+        )
+        raise AdaptiveRAGError(msg)

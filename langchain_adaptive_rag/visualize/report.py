@@ -12,9 +12,10 @@ from matplotlib.figure import Figure
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.visualize._style import default_signal
+from langchain_adaptive_rag.visualize.figures import timeline_figure, tokens_figure
 from langchain_adaptive_rag.visualize.graph import DrawableGraph, graph_figure
+from langchain_adaptive_rag.visualize.html_view import tokens_html
 from langchain_adaptive_rag.visualize.record import RunRecord
-from langchain_adaptive_rag.visualize.tokens import timeline_figure, tokens_figure, tokens_html
 
 __all__ = ["figure_png_base64", "markdown_table_html", "report_html"]
 

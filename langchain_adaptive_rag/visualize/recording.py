@@ -1,0 +1,365 @@
+"""Record one graph run as plain data: every round's draft, signals, decision and retrieval.
+
+:func:`record_run` streams a compiled adaptive-RAG graph with
+``stream_mode=["updates", "custom"]`` and folds each node's update into a
+:class:`RunRecord`. A round starts at each ``draft`` node: its look-ahead tokens with
+their signals, the text accepted before the decision, the retrieval decision (trigger,
+score, threshold), the query, the retrieved passages with the re-rank order, and the text
+generated with the passages. The record holds strings, numbers and lists only, so it
+round-trips through JSON (:meth:`RunRecord.to_json`, :meth:`RunRecord.from_json`) and can
+be audited or drawn later without the model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+
+from langchain_adaptive_rag.chat_models import AttentionMatrix
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.signals import attention_received
+from langchain_adaptive_rag.visualize.record import (
+    Decision,
+    Retrieval,
+    Round,
+    RunRecord,
+    TokenRecord,
+    WordRecord,
+)
+
+__all__ = ["AttentionSource", "record_run"]
+
+
+class AttentionSource(Protocol):
+    """A model that runs one forward pass and returns a layer's attention.
+
+    ``ChatTransformers`` loaded with ``attn_implementation="eager"`` is one.
+    """
+
+    def forward_attention(self, text: str, *, layer: int = -1) -> AttentionMatrix:
+        """Per-head attention ``(H, S, S)`` of one layer over ``text``."""
+        ...
+
+
+# -- folding the stream into rounds ---------------------------------------------------------
+
+
+@dataclass
+class _RoundBuilder:
+    """A round while its nodes' updates arrive."""
+
+    index: int
+    context: str
+    draft: str = ""
+    tokens: list[TokenRecord] = field(default_factory=list)
+    words: list[WordRecord] = field(default_factory=list)
+    sentences: list[list[int]] = field(default_factory=list)
+    uncertainty: float | None = None
+    accepted: str = ""
+    decision: Decision | None = None
+    retrieval: Retrieval | None = None
+    continuation: str = ""
+
+    def build(self) -> Round:
+        return Round(
+            index=self.index,
+            context=self.context,
+            draft=self.draft,
+            tokens=self.tokens,
+            words=self.words,
+            sentences=self.sentences,
+            uncertainty=self.uncertainty,
+            accepted=self.accepted,
+            decision=self.decision,
+            retrieval=self.retrieval,
+            continuation=self.continuation,
+        )
+
+
+def _floats(values: object, size: int) -> list[float] | None:
+    """``values`` as floats when it is a list of ``size`` numbers, else ``None``."""
+    if not isinstance(values, Sequence) or isinstance(values, str) or len(values) != size:
+        return None
+    return [float(v) for v in values]
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _draft_tokens(update: Mapping[str, Any], uncertainty: float | None) -> list[TokenRecord]:
+    """Token records of a ``draft`` update; RIND is mapped from words back to tokens."""
+    pieces = [str(t) for t in update.get("draft_tokens") or []]
+    size = len(pieces)
+    logprobs = _floats(update.get("draft_logprobs"), size)
+    entropies = _floats(update.get("draft_entropies"), size)
+    attention = _floats(update.get("draft_attention"), size)
+    word_of: list[int | None] = [None] * size
+    rind: list[float | None] = [None] * size
+    for w_index, word in enumerate(update.get("draft_words") or []):
+        for t in range(max(0, int(word["start"])), min(size, int(word["end"]))):
+            word_of[t] = w_index
+            rind[t] = float(word["score"])
+    return [
+        TokenRecord(
+            text=piece,
+            probability=math.exp(logprobs[i]) if logprobs is not None else None,
+            entropy=entropies[i] if entropies is not None else None,
+            rind=rind[i],
+            attention=attention[i] if attention is not None else None,
+            uncertainty=uncertainty,
+            word=word_of[i],
+        )
+        for i, piece in enumerate(pieces)
+    ]
+
+
+def _added(before: str, after: str) -> str:
+    """The text appended to ``before`` to give ``after``."""
+    return after[len(before) :] if after.startswith(before) else after
+
+
+class _Recorder:
+    """Folds ``(node, update)`` pairs into rounds."""
+
+    def __init__(self) -> None:
+        self.rounds: list[_RoundBuilder] = []
+        self.text = ""
+        self.answer = ""
+        self.counts: dict[str, int] = {}
+        self.pending: dict[str, Any] = {}
+        self.query = ""
+        self.docs_note = ""
+
+    def current(self) -> _RoundBuilder:
+        if not self.rounds:
+            self.rounds.append(_RoundBuilder(index=0, context=self.text))
+        return self.rounds[-1]
+
+    def feed(self, node: str, update: Mapping[str, Any]) -> None:
+        if isinstance(update.get("counts"), Mapping):
+            self.counts = {str(k): int(v) for k, v in update["counts"].items()}
+        if isinstance(update.get("pending"), Mapping):
+            self.pending = dict(update["pending"])
+        handler = getattr(self, f"_on_{node}", None)
+        if handler is not None:
+            handler(update)
+        if isinstance(update.get("text"), str):
+            self.text = update["text"]
+
+    def _on_draft(self, update: Mapping[str, Any]) -> None:
+        if "text" in update:  # a finished thread starts over
+            self.text = str(update["text"])
+        pending = update.get("pending")
+        score = _number(pending.get("score")) if isinstance(pending, Mapping) else None
+        words = [
+            WordRecord(
+                start=int(w["start"]), end=int(w["end"]), text=str(w["text"]), score=w["score"]
+            )
+            for w in update.get("draft_words") or []
+        ]
+        self.rounds.append(
+            _RoundBuilder(
+                index=len(self.rounds),
+                context=self.text,
+                draft=str(update.get("draft") or ""),
+                tokens=_draft_tokens(update, score),
+                words=words,
+                sentences=[[int(i) for i in s] for s in update.get("draft_sentences") or []],
+                uncertainty=score,
+            )
+        )
+
+    def _on_score_need(self, update: Mapping[str, Any]) -> None:
+        current = self.current()
+        if isinstance(update.get("text"), str):
+            current.accepted = _added(self.text, update["text"])
+        route = str(update.get("route", ""))
+        given = update.get("pending")
+        if route == "retrieve":
+            pending = self.pending
+        else:  # a decision not to retrieve reports the score nearest the threshold
+            pending = dict(given) if isinstance(given, Mapping) else {}
+        position = pending.get("trigger_position")
+        word = pending.get("trigger_word")
+        current.decision = Decision(
+            route=route,
+            trigger_position=int(position) if isinstance(position, int) else None,
+            trigger_word=None if word is None else str(word),
+            trigger_words=[str(w) for w in pending.get("trigger_words") or []],
+            score=_number(pending.get("score")),
+            threshold=_number(pending.get("threshold")),
+            note=str(pending.get("note", "")),
+        )
+
+    def _on_formulate_query(self, update: Mapping[str, Any]) -> None:
+        self.query = str(update.get("query", ""))
+
+    def _on_rerank(self, update: Mapping[str, Any]) -> None:
+        for event in update.get("retrievals") or []:
+            self.current().retrieval = Retrieval(
+                step=int(event.get("step", 0)),
+                query=str(event.get("query", self.query)),
+                doc_ids=[str(i) for i in event.get("doc_ids", [])],
+                doc_texts=[str(t) for t in event.get("doc_texts", [])],
+                rerank_order=None
+                if event.get("rerank_order") is None
+                else [int(i) for i in event["rerank_order"]],
+                note=str(event.get("note", "")),
+            )
+
+    def _on_continue_generation(self, update: Mapping[str, Any]) -> None:
+        if isinstance(update.get("text"), str):
+            current = self.current()
+            current.continuation += _added(self.text, update["text"])
+
+    def _on_finalize(self, update: Mapping[str, Any]) -> None:
+        self.answer = str(update.get("answer", ""))
+
+
+def _stream(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    question: str,
+    config: RunnableConfig | None,
+) -> Iterator[tuple[str, Any]]:
+    for item in graph.stream({"question": question}, config, stream_mode=["updates", "custom"]):
+        mode, chunk = item  # with a list of modes every item is (mode, chunk)
+        yield str(mode), chunk
+
+
+def record_run(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    question: str,
+    *,
+    config: RunnableConfig | None = None,
+    attention_model: AttentionSource | None = None,
+    attention_layer: int = -1,
+) -> RunRecord:
+    """Run ``graph`` on ``question`` and record every round's signals and decisions.
+
+    Args:
+        graph: A compiled adaptive-RAG graph (``create_dragin_graph(...)`` and friends).
+        question: The question.
+        config: Passed to ``graph.stream`` (thread id, callbacks, recursion limit).
+        attention_model: Optional model (``ChatTransformers`` with eager attention) used
+            after the run to measure the attention each draft token receives, ``a(i)`` as
+            DRAGIN's reference pass (one forward pass over the draft alone, max over rows,
+            mean over heads). The graphs' node updates do not carry attention, so without
+            it the ``attention`` signal is ``None``.
+        attention_layer: Decoder layer read by ``attention_model``.
+
+    Returns:
+        The run's record.
+
+    Raises:
+        AdaptiveRAGError: ``graph`` is not a compiled graph or ``question`` is empty.
+    """
+    if not isinstance(graph, CompiledStateGraph):
+        msg = (
+            f"record_run received graph of type {type(graph).__name__}. Expected a compiled "
+            "LangGraph graph. Fix: pass the result of create_adaptive_rag_graph(model, "
+            "retriever, method=...) or create_dragin_graph(model, retriever)."
+        )
+        raise AdaptiveRAGError(msg)
+    if not isinstance(question, str) or not question.strip():
+        msg = f"record_run received question={question!r}. Expected a non-empty string."
+        raise AdaptiveRAGError(msg)
+    recorder = _Recorder()
+    events: list[dict[str, Any]] = []
+    for mode, chunk in _stream(graph, question, config):
+        if mode == "custom":
+            if isinstance(chunk, Mapping):
+                events.append(dict(chunk))
+            continue
+        if not isinstance(chunk, Mapping):
+            continue
+        for node, update in chunk.items():
+            if isinstance(update, Mapping):
+                recorder.feed(str(node), update)
+            elif update is None:  # a node that wrote nothing
+                recorder.feed(str(node), {})
+    rounds = [r.build() for r in recorder.rounds]
+    if attention_model is not None:
+        rounds = [_with_attention(r, attention_model, attention_layer) for r in rounds]
+    return RunRecord(
+        question=question,
+        method=str(graph.name),
+        answer=recorder.answer,
+        text=recorder.text,
+        counts=recorder.counts,
+        rounds=rounds,
+        events=events,
+    )
+
+
+def _with_attention(round_: Round, model: AttentionSource, layer: int) -> Round:
+    """``round_`` with each token's received attention from one forward pass."""
+    if not round_.draft.strip() or not round_.tokens:
+        return round_
+    matrix = model.forward_attention(round_.draft, layer=layer)
+    received = attention_received(np.asarray(matrix.weights), "all_rows_head_mean")
+    values = _align_by_characters(
+        matrix.tokens, [float(v) for v in received], [t.text for t in round_.tokens]
+    )
+    tokens = [
+        TokenRecord(
+            text=t.text,
+            probability=t.probability,
+            entropy=t.entropy,
+            rind=t.rind,
+            attention=values[i],
+            uncertainty=t.uncertainty,
+            word=t.word,
+        )
+        for i, t in enumerate(round_.tokens)
+    ]
+    return Round(**{**_shallow(round_), "tokens": tokens})
+
+
+def _shallow(round_: Round) -> dict[str, Any]:
+    return {name: getattr(round_, name) for name in Round.__dataclass_fields__}
+
+
+def _align_by_characters(
+    source_pieces: Sequence[str], values: Sequence[float], target_pieces: Sequence[str]
+) -> list[float | None]:
+    """Carry per-token values from one tokenization of a text to another.
+
+    Each source token's value is added to the target token holding the source token's
+    first character; source tokens before the target text (a BOS marker) or without text
+    are skipped. Target tokens that receive nothing get ``None``.
+
+    Args:
+        source_pieces: Text pieces of the tokenization the values belong to.
+        values: One value per source piece.
+        target_pieces: Text pieces of the tokenization to carry them to.
+
+    Returns:
+        One value (or ``None``) per target piece.
+    """
+    source = "".join(source_pieces)
+    target = "".join(target_pieces)
+    offset = source.find(target)
+    if offset < 0:  # the source may lack the target's trailing whitespace
+        offset = source.find(target.rstrip())
+    if offset < 0:
+        return [None] * len(target_pieces)
+    owner: list[int] = []
+    for index, piece in enumerate(target_pieces):
+        owner.extend([index] * len(piece))
+    result: list[float | None] = [None] * len(target_pieces)
+    position = 0
+    for piece, value in zip(source_pieces, values, strict=False):
+        start = position - offset
+        position += len(piece)
+        if not piece or start < 0 or start >= len(owner):
+            continue
+        target_index = owner[start]
+        result[target_index] = (result[target_index] or 0.0) + float(value)
+    return result
