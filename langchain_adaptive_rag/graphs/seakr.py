@@ -623,13 +623,22 @@ def rerank_choice(uncertainties: Sequence[float], margin: float = 0.0) -> int:
             :attr:`SeaKRConfig.rerank_margin`).
 
     Returns:
-        The index of the first candidate, in the retriever's order, whose ``U`` is at most
-        the lowest ``U`` plus ``margin`` (the first candidate when every step is empty).
+        With ``margin`` 0, the first candidate of the reference code's stable sort on
+        ``U``. A ``nan`` ``U`` (reference mode's float32 determinant, made negative by
+        rounding when the samples agree) stays where that sort leaves it, since every
+        comparison with ``nan`` is false. With a ``margin``, the first candidate, in the
+        retriever's order, whose ``U`` is at most the lowest non-``nan`` ``U`` plus
+        ``margin``; a ``nan`` is never tied. The first candidate when no ``U`` qualifies.
     """
     if not uncertainties:
         msg = "rerank_choice needs at least one candidate's uncertainty, got none."
         raise AdaptiveRAGError(msg)
-    bound = min(uncertainties) + margin
+    if margin == 0:
+        return sorted(range(len(uncertainties)), key=uncertainties.__getitem__)[0]
+    comparable = [u for u in uncertainties if not math.isnan(u)]
+    if not comparable:
+        return 0
+    bound = min(comparable) + margin
     return next(i for i, u in enumerate(uncertainties) if u <= bound)
 
 

@@ -199,6 +199,12 @@ def test_rerank_choice_by_hand() -> None:
     assert rerank_choice([-3.0, -3.0]) == 0  # exact ties keep the retriever's order
     assert rerank_choice([math.inf, -3.0], 100.0) == 1  # an empty step is never tied
     assert rerank_choice([math.inf, math.inf]) == 0
+    # nan (a float32 determinant below zero): Python's sort leaves it where it stands
+    assert rerank_choice([math.nan, -3.1]) == 0
+    assert rerank_choice([-3.1, math.nan]) == 0
+    assert rerank_choice([-2.0, math.nan, -3.1]) == 0  # the nan even hides -3.1 from the sort
+    assert rerank_choice([math.nan, -3.1], 0.3) == 1  # with a margin nan is never tied
+    assert rerank_choice([math.nan, math.nan], 0.3) == 0
     with pytest.raises(AdaptiveRAGError, match="got none"):
         rerank_choice([])
 
