@@ -206,6 +206,29 @@ class Policy:
             "finished": finished,
         }
 
+    @staticmethod
+    def cut_query(ctx: RunContext, query: str, max_tokens: int) -> str:
+        """The query as the DRAGIN and SeaKR code's retrievers send it.
+
+        Tokenized by the model's tokenizer without special tokens, truncated on the left
+        to ``max_tokens`` (``max_query_length``) and decoded: the last tokens are kept and
+        a word may be cut. A model without a tokenizer keeps the last ``max_tokens``
+        whitespace-separated words.
+
+        Args:
+            ctx: The run context (its model's ``hf_tokenizer``, when it has one).
+            query: The query text.
+            max_tokens: Tokens kept.
+
+        Returns:
+            The query to send.
+        """
+        tokenizer = getattr(ctx.model, "hf_tokenizer", None)
+        if tokenizer is None:
+            return " ".join(query.split()[-max_tokens:])
+        ids = tokenizer(query, add_special_tokens=False)["input_ids"]
+        return str(tokenizer.decode(ids[-max_tokens:], skip_special_tokens=True))
+
     # -- the seven steps ------------------------------------------------------------------
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""Part-of-speech content words, as the DRAGIN code filters them, with a fallback.
+"""Part-of-speech content words and sentences, as the DRAGIN code finds them, with fallbacks.
 
 The DRAGIN code keeps a word when it contains (as a substring) a token that spaCy's
 ``en_core_web_sm`` tags NOUN, ADJ, VERB, PROPN or NUM. That model is a separate download;
@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from langchain_adaptive_rag.signals import is_content_word
 
-__all__ = ["CONTENT_TAGS", "PosTagger", "content_flags", "load_pos_tagger"]
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+__all__ = [
+    "CONTENT_TAGS",
+    "PosTagger",
+    "SentenceSplitter",
+    "content_flags",
+    "load_pos_tagger",
+    "load_sentence_splitter",
+]
 
 CONTENT_TAGS = frozenset({"NOUN", "ADJ", "VERB", "PROPN", "NUM"})
 """The DRAGIN code's content parts of speech."""
@@ -22,7 +33,32 @@ PosTagger = Callable[[str], Sequence[tuple[str, str]]]
 """Text in, ``(token text, coarse part of speech)`` pairs out."""
 
 
+SentenceSplitter = Callable[[str], list[str]]
+"""Text in, its sentences out (stripped, none empty)."""
+
+
 @functools.cache
+def _pipeline(model: str | None) -> Language | None:
+    """The installed spaCy pipeline ``model`` (loaded once), or ``None`` when it is missing."""
+    if model is None:
+        return None
+    import spacy
+
+    try:
+        return spacy.load(model, disable=["ner", "lemmatizer"])
+    except OSError:  # not installed: the fallbacks apply
+        return None
+
+
+@functools.cache
+def _sentencizer() -> Language:
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
 def load_pos_tagger(model: str | None) -> PosTagger | None:
     """A tagger over the installed spaCy pipeline ``model``, or ``None`` when it is missing.
 
@@ -30,21 +66,38 @@ def load_pos_tagger(model: str | None) -> PosTagger | None:
         model: A spaCy pipeline package name (``"en_core_web_sm"``), or ``None`` for none.
 
     Returns:
-        The tagger, loaded once per process and name.
+        The tagger; the pipeline is loaded once per process and name.
     """
-    if model is None:
-        return None
-    import spacy
-
-    try:
-        nlp = spacy.load(model, disable=["ner", "lemmatizer"])
-    except OSError:  # not installed: the stop-word fallback applies
+    nlp = _pipeline(model)
+    if nlp is None:
         return None
 
     def tag(text: str) -> list[tuple[str, str]]:
         return [(token.text, token.pos_) for token in nlp(text)]
 
     return tag
+
+
+def load_sentence_splitter(model: str | None) -> SentenceSplitter:
+    """Sentences as the DRAGIN code splits them: ``[s.text.strip() for s in nlp(t).sents]``.
+
+    With the installed spaCy pipeline ``model`` (the code's ``en_core_web_sm``, whose
+    parser places the boundaries) or, when it is missing, spaCy's rule-based
+    ``sentencizer`` (a boundary after ``.``, ``!`` or ``?`` tokens), the stand-in.
+
+    Args:
+        model: A spaCy pipeline package name, or ``None`` for the sentencizer.
+
+    Returns:
+        The splitter: text in, its non-empty stripped sentences out.
+    """
+    nlp = _pipeline(model) or _sentencizer()
+
+    def split(text: str) -> list[str]:
+        sentences = (sentence.text.strip() for sentence in nlp(text).sents)
+        return [sentence for sentence in sentences if sentence]
+
+    return split
 
 
 def content_flags(words: Sequence[str], context: str, tagger: PosTagger | None) -> list[bool]:

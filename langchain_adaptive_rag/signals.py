@@ -35,6 +35,7 @@ __all__ = [
     "reference_flare_windows",
     "reference_masked_query",
     "reference_qfs_weights",
+    "reference_sentence_spans",
     "rind_scores",
     "rind_trigger",
     "split_sentences",
@@ -424,6 +425,39 @@ def word_sentences(words: Sequence[Word], tokens: Sequence[str]) -> list[tuple[i
             ranges.append((first, last))
             first = last
     return ranges
+
+
+def reference_sentence_spans(
+    sentences: Sequence[str], words: Sequence[str]
+) -> list[tuple[int, int]]:
+    """The DRAGIN code's word range of each sentence of a draft.
+
+    From the first word not yet taken, a sentence (but the last) ends at the first ``i``
+    (searched up to the second-to-last word) for which the words up to ``i``, joined by
+    single spaces, contain the sentence's text; a sentence never found gets an empty range
+    and the next one starts at the same word. The last sentence takes every word left.
+
+    Args:
+        sentences: The draft's sentences, stripped (spaCy's, in the DRAGIN code).
+        words: The draft's word texts (:func:`merge_tokens_into_words`).
+
+    Returns:
+        One ``(start, end)`` word range per sentence (possibly empty).
+    """
+    spans: list[tuple[int, int]] = []
+    first = 0
+    for index, sentence in enumerate(sentences):
+        if index == len(sentences) - 1:
+            spans.append((first, len(words)))
+            break
+        end = first
+        for i in range(first + 1, len(words)):
+            if sentence in " ".join(words[first:i]):
+                end = i
+                break
+        spans.append((first, end))
+        first = end
+    return spans
 
 
 def rind_scores(

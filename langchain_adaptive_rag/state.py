@@ -128,6 +128,9 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """Words of the draft with a method's score (DRAGIN: RIND ``s(w)``)."""
     draft_sentences: NotRequired[list[list[int]]]
     """Word ranges ``[start, end)`` of the draft's sentences."""
+    draft_sentence_texts: NotRequired[list[str]]
+    """The draft's sentences as text, where a method splits them so (DRAGIN's reference
+    mode: spaCy's sentences, stripped)."""
     pending: NotRequired[dict[str, object]]
     """The retrieval decision being carried out (trigger, score, threshold)."""
     query: NotRequired[str]

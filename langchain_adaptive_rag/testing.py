@@ -301,6 +301,7 @@ class FakeTraceModel:
                 "hidden_site": hidden_site,
                 "hidden_at": hidden_at,
                 "stop": None if stop is None else tuple(stop),
+                "max_new_tokens": max_new_tokens,
             }
         )
         traces = [self._one(prompt, max_new_tokens, stop, attention, hidden) for _ in range(count)]

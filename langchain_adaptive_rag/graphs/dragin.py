@@ -21,6 +21,7 @@ Algorithm, one round:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -30,6 +31,7 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
@@ -39,8 +41,8 @@ from langchain_adaptive_rag.policy import (
     bump,
     no_retrieval_decision,
 )
-from langchain_adaptive_rag.pos import content_flags, load_pos_tagger
-from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.pos import content_flags, load_pos_tagger, load_sentence_splitter
+from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
 from langchain_adaptive_rag.signals import (
     Word,
     aggregate_words,
@@ -49,11 +51,13 @@ from langchain_adaptive_rag.signals import (
     merge_tokens_into_words,
     qfs_select,
     reference_qfs_weights,
+    reference_sentence_spans,
     rind_scores,
     rind_trigger,
     word_sentences,
 )
-from langchain_adaptive_rag.state import AdaptiveRAGState
+from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
+from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = ["AttentionModel", "DRAGINConfig", "DRAGINPolicy", "create_dragin_graph"]
 
@@ -149,7 +153,11 @@ class DRAGINPolicy(Policy):
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate a look-ahead and score each of its words with RIND."""
         inline = self.config.attention_mode == "inline"
-        trace = self.generate(ctx, state, (), attention=inline)
+        reference = self.config.mode == "reference"
+        if reference:  # the code: the whole budget, no stop string, its prompt spacing
+            trace = self._generate_unstopped(ctx, state, (), "", attention=inline)
+        else:
+            trace = self.generate(ctx, state, (), attention=inline)
         tokens = list(trace.tokens)
         if inline and trace.attention is not None:
             start = trace.num_prompt_tokens
@@ -162,10 +170,15 @@ class DRAGINPolicy(Policy):
             received = attention_received(matrix.weights, "all_rows_head_mean")
         else:
             received = np.zeros(0)
-        reference = self.config.mode == "reference"
         words = merge_tokens_into_words(tokens, split_after_newline=not reference)
-        sentences = word_sentences(words, tokens)
-        content = self._content(words, tokens, sentences)
+        sentence_texts: list[str] = []
+        if reference:  # the code's sentences (spaCy) and its word ranges for them
+            sentence_texts = load_sentence_splitter(self.config.spacy_model)(trace.text)
+            spans = reference_sentence_spans(sentence_texts, [w.text for w in words])
+            sentences = _before_answer(sentence_texts, spans, ctx.prompts.answer_marker)
+        else:
+            sentences = word_sentences(words, tokens)
+        content = self._content(words, tokens, sentences, sentence_texts)
         scores = rind_scores(
             aggregate_words(trace.entropies, words, "mean") if words else np.zeros(0),
             aggregate_words(received, words, "sum") if words else np.zeros(0),
@@ -183,6 +196,7 @@ class DRAGINPolicy(Policy):
                 for w, s, c in zip(words, scores, content, strict=True)
             ],
             "draft_sentences": [list(s) for s in sentences],
+            "draft_sentence_texts": sentence_texts,
             "counts": bump(
                 state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
             ),
@@ -196,8 +210,16 @@ class DRAGINPolicy(Policy):
         scores = np.array([float(w["score"]) for w in words])
         trigger = rind_trigger(scores, sentences, self.config.theta)
         step = state.get("step", 0) + 1
+        reference = self.config.mode == "reference"
+        update: dict[str, object] = {}
         if trigger is None:
-            update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
+            if reference:  # the code: text.strip() + " " + the whole draft, stripped
+                text = state.get("text", "")
+                update = self._accept_reference(
+                    ctx, state, f"{text.strip()} {state.get('draft', '').strip()}", len(tokens)
+                )
+            else:
+                update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
             update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
             update["pending"] = no_retrieval_decision(
                 float(scores.max()) if scores.size else None, self.config.theta
@@ -208,10 +230,15 @@ class DRAGINPolicy(Policy):
         trigger_start = int(words[first]["start"])
         cut = sentence_start if self.config.truncate_at == "sentence" else trigger_start
         hits = [i for i in trigger.words if bool(words[i].get("content", True))]
-        if self.config.mode == "paper":
+        if not reference:
             hits = list(trigger.words)  # non-content words scored 0 already
         text_before = state.get("text", "")
-        update = self.accept(ctx, state, "".join(tokens[:cut]), cut) if cut else {}
+        earlier = "".join(tokens[:sentence_start])
+        if reference:  # the text stays as it is until the regenerated sentence joins it
+            index = sentences.index(trigger.sentence)
+            earlier = " ".join(state.get("draft_sentence_texts", [])[:index])
+        elif cut:
+            update = self.accept(ctx, state, "".join(tokens[:cut]), cut)
         if update.get("finished"):
             update.update({"route": "finalize", "step": step})
             return update
@@ -227,7 +254,7 @@ class DRAGINPolicy(Policy):
                     "threshold": self.config.theta,
                     "trigger_words": [str(words[i]["text"]) for i in hits],
                     "prefix": "".join(tokens[cut:trigger_start]),
-                    "earlier": "".join(tokens[:sentence_start]),
+                    "earlier": earlier,
                     "text_before": text_before,
                     "sentence_words": [str(words[i]["text"]) for i in range(*trigger.sentence)],
                     "hit_offsets": [i - trigger.sentence[0] for i in hits],
@@ -237,21 +264,25 @@ class DRAGINPolicy(Policy):
         return update
 
     def _content(
-        self, words: list[Word], tokens: list[str], sentences: list[tuple[int, int]]
+        self,
+        words: list[Word],
+        tokens: list[str],
+        sentences: list[tuple[int, int]],
+        sentence_texts: Sequence[str],
     ) -> list[bool]:
         """Content-word flags.
 
-        By part of speech within each sentence (reference mode, when the spaCy model is
-        installed), otherwise by the stop-word list.
+        Reference mode: by part of speech within each sentence (its spaCy text), when the
+        spaCy model is installed, otherwise by the stop-word list; paper mode: by the
+        stop-word list.
         """
         if self.config.mode == "paper":
             return [is_content_word(w.text) for w in words]
         tagger = load_pos_tagger(self.config.spacy_model)
         flags = [False] * len(words)
-        for start, end in sentences:
-            sentence = words[start:end]
-            text = "".join(tokens[sentence[0].start : sentence[-1].end]).strip()
-            flags[start:end] = content_flags([w.text for w in sentence], text, tagger)
+        for (start, end), text in zip(sentences, sentence_texts, strict=False):
+            texts = [w.text for w in words[start:end]]
+            flags[start:end] = content_flags(texts, text, tagger)
         return flags
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
@@ -290,8 +321,8 @@ class DRAGINPolicy(Policy):
         pending = state.get("pending", {})
         sentence = [str(w) for w in pending.get("sentence_words", [])]  # type: ignore[attr-defined]
         offsets = [int(i) for i in pending.get("hit_offsets", [])]  # type: ignore[attr-defined]
-        text = str(pending.get("text_before", "")).strip()
-        earlier = str(pending.get("earlier", "")).strip()
+        text = str(pending.get("text_before", ""))
+        earlier = str(pending.get("earlier", ""))
         context = f"{state['question']} {text} {earlier} {' '.join(sentence)}"
         matrix = self._model(ctx).forward_attention(context, layer=self.config.attention_layer)
         pieces = list(matrix.tokens)
@@ -303,14 +334,10 @@ class DRAGINPolicy(Policy):
         tagger = load_pos_tagger(self.config.spacy_model)
         content = content_flags([w.text for w in words], context, tagger)
         chosen = qfs_select(weights, content, set(targets), self.config.query_top_n)
-        query = " ".join(words[i].text for i in chosen)
-        tokenizer = getattr(ctx.model, "hf_tokenizer", None)
-        if tokenizer is None:  # a model without a tokenizer: whole words
+        if getattr(ctx.model, "hf_tokenizer", None) is None:  # no tokenizer: whole words
             return self._truncate([words[i] for i in chosen])
-        # the code's retriever: the last query_max_tokens tokens, decoded (always)
-        ids = tokenizer(query, add_special_tokens=False)["input_ids"]
-        kept = ids[-self.config.query_max_tokens :]
-        return str(tokenizer.decode(kept, skip_special_tokens=True))
+        query = " ".join(words[i].text for i in chosen)
+        return self.cut_query(ctx, query, self.config.query_max_tokens)  # the retriever's cut
 
     def _truncate(self, chosen: list[Word]) -> str:
         """The chosen words joined, cut to the last ``query_max_tokens`` model tokens."""
@@ -326,7 +353,71 @@ class DRAGINPolicy(Policy):
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Regenerate with the documents and accept the first new sentence."""
-        return self.continue_first_sentence(ctx, state)
+        if self.config.mode == "paper":
+            return self.continue_first_sentence(ctx, state)
+        # the code: the sentences before the trigger follow the text in the prompt, the
+        # first spaCy sentence of the unstopped continuation joins them
+        earlier = str(state.get("pending", {}).get("earlier", ""))
+        trace = self._generate_unstopped(ctx, state, state.get("docs", []), earlier.strip())
+        sentences = load_sentence_splitter(self.config.spacy_model)(trace.text)
+        pieces = (state.get("text", "").strip(), earlier.strip(), sentences[0] if sentences else "")
+        update = self._accept_reference(ctx, state, " ".join(p for p in pieces if p), 0)
+        update["counts"] = bump(
+            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+        )
+        return update
+
+    def _generate_unstopped(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        docs: Sequence[RetrievedDoc],
+        earlier: str,
+        *,
+        attention: bool = False,
+    ) -> GenerationTrace:
+        """The DRAGIN code's generation: ``generate_max_length`` new tokens, no stop string.
+
+        Its prompt ends with ``" ".join`` of the non-empty of the case, the text so far
+        (as it stands: a text begun by an accepted whole draft starts with a space) and
+        ``earlier`` (the sentences kept before a trigger).
+        """
+        prompt = build_prompt(
+            ctx.prompts, state["question"], "", docs, state.get("chat_history", [])
+        )
+        tail = " ".join(part for part in (state.get("text", ""), earlier) if part)
+        prompt = f"{prompt} {tail}" if tail else prompt
+        with token_stream(prompt, self.name) as sink:
+            return ctx.model.generate_trace(
+                prompt,
+                max_new_tokens=self.config.generate_max_length,
+                stop=(),
+                attention=attention,
+                on_token=sink,
+            )[0]
+
+    def _accept_reference(
+        self, ctx: RunContext, state: AdaptiveRAGState, text: str, new_tokens: int
+    ) -> dict[str, object]:
+        """Replace the text; over as the DRAGIN code's loop ends.
+
+        The loop ends when the text's token count (the tokenizer's ``encode``, special
+        tokens included) exceeds ``generate_max_length``, when the text did not grow, or
+        when it contains the answer marker (case-sensitive, as the code).
+        """
+        before = state.get("text", "")
+        finished = (
+            _token_count(ctx, text) > self.config.generate_max_length
+            or len(text) <= len(before)
+            or ctx.prompts.answer_marker in text
+            or state.get("step", 0) + 1 >= self.config.max_rounds
+        )
+        return {
+            "text": text,
+            "last_accepted": text[len(before) :] if text.startswith(before) else text,
+            "answer_tokens": state.get("answer_tokens", 0) + new_tokens,
+            "finished": finished,
+        }
 
     @staticmethod
     def _model(ctx: RunContext) -> AttentionModel:
@@ -338,6 +429,30 @@ class DRAGINPolicy(Policy):
             )
             raise AdaptiveRAGError(msg)
         return model  # type: ignore[return-value]
+
+
+def _before_answer(
+    sentences: Sequence[str], spans: Sequence[tuple[int, int]], marker: str
+) -> list[tuple[int, int]]:
+    """The word ranges RIND checks: those of the sentences before the answer sentence."""
+    checked: list[tuple[int, int]] = []
+    for sentence, span in zip(sentences, spans, strict=True):
+        if marker in sentence.lower():
+            break
+        checked.append(span)
+    return checked
+
+
+def _token_count(ctx: RunContext, text: str) -> int:
+    """Tokens of ``text`` as the DRAGIN code counts them: ``len(tokenizer.encode(text))``.
+
+    Special tokens are included; a model without a tokenizer counts whitespace-separated
+    words.
+    """
+    tokenizer = getattr(ctx.model, "hf_tokenizer", None)
+    if tokenizer is None:
+        return len(text.split())
+    return len(tokenizer.encode(text))
 
 
 def _norm(word: str) -> str:

@@ -32,13 +32,13 @@ from langchain_adaptive_rag.policy import (
     TraceModel,
     no_retrieval_decision,
 )
+from langchain_adaptive_rag.pos import load_sentence_splitter
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import (
     flare_sentence_score,
     masked_query,
     reference_flare_windows,
     reference_masked_query,
-    split_sentences,
     token_sentences,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState
@@ -80,8 +80,15 @@ class FLAREConfig(GenerationConfig):
       regenerated without documents. Paper: the question is the query.
 
     Tokens are compared without their leading space (Llama-2's tokenizer decodes a lone
-    token so) and sentences are split at ``.!?`` (the code uses spaCy's parser). With
-    ``trigger="any_token"`` the mode changes nothing."""
+    token so) and sentences are spaCy's (``spacy_model``, or its rule-based
+    ``sentencizer`` when that is not installed). With ``trigger="any_token"`` the mode
+    changes nothing."""
+    spacy_model: str | None = "en_core_web_sm"
+    """spaCy pipeline that splits sentences in reference mode (the DRAGIN code's
+    ``en_core_web_sm``), used when installed; otherwise spaCy's ``sentencizer``."""
+    query_max_tokens: int = 64
+    """Reference mode with ``trigger="mean"``: the query is cut to its last this-many model
+    tokens, as the DRAGIN code's retriever does (``max_query_length=64``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -90,6 +97,9 @@ class FLAREConfig(GenerationConfig):
             if not 0.0 <= value <= 1.0:
                 msg = f"FLAREConfig.{name} must be a probability in [0, 1], got {value}."
                 raise AdaptiveRAGError(msg)
+        if self.query_max_tokens < 1:
+            msg = f"FLAREConfig.query_max_tokens must be >= 1, got {self.query_max_tokens}."
+            raise AdaptiveRAGError(msg)
 
 
 class FLAREPolicy(Policy):
@@ -156,13 +166,13 @@ class FLAREPolicy(Policy):
         probs = [math.exp(lp) for lp in state.get("draft_logprobs", [])]
         step = state.get("step", 0) + 1
         theta = self.config.theta
-        starts, sentences = [], []  # each stripped sentence and its character offset
-        offset = 0
-        for piece in split_sentences("".join(tokens)):
-            if piece.strip():
-                starts.append(offset + len(piece) - len(piece.lstrip()))
-                sentences.append(piece.strip())
-            offset += len(piece)
+        text = "".join(tokens)
+        sentences = load_sentence_splitter(self.config.spacy_model)(text)
+        starts, offset = [], 0  # each sentence's character offset in the draft
+        for sentence in sentences:
+            found = text.find(sentence, offset)
+            starts.append(found if found >= 0 else offset)
+            offset = starts[-1] + len(sentence) if found >= 0 else offset
         pieces = [t.lstrip(" ") for t in tokens]
         windows = reference_flare_windows(pieces, sentences)
         scores = []
@@ -212,7 +222,7 @@ class FLAREPolicy(Policy):
         """
         query = str(state.get("pending", {}).get("query", ""))
         if self.config.trigger == "mean" and self.config.mode == "reference":
-            return query
+            return self.cut_query(ctx, query, self.config.query_max_tokens)
         return query or state["question"]
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:

@@ -158,6 +158,9 @@ class SeaKRConfig(GenerationConfig):
     question or the previous step)."""
     max_docs: int = 5
     """Documents kept at most (they accumulate across steps)."""
+    query_max_tokens: int = 64
+    """Reference mode: the query is cut to its last this-many model tokens, as SeaKR's
+    retriever call does (``max_query_length=64``)."""
     rerank_margin: float = 0.0
     """Re-ranking ties: candidates whose ``U`` is within this margin of the lowest count as
     tied, and the retriever's order breaks the tie. ``0`` is the reference code (a stable
@@ -175,6 +178,11 @@ class SeaKRConfig(GenerationConfig):
     - ``U`` precision: float32 with a dense ``J_d``, as the code's torch operations
       (reference, :func:`reference_uncertainty`) or float64 (paper); near the rank-one
       floor the two differ by a few hundredths and a decision at ``delta`` can flip.
+      There float32 rounding (about ``1e-7 |z|^2``) rivals ``alpha``, so the reference
+      ``U`` follows the last bits of the hidden states: decoding the same step alone or
+      batched with other requests (``--concurrency``, ``graph.batch``; the hidden states
+      then differ by about 1e-5) can move it by 0.1 and change a re-ranking. The float64
+      ``U`` of paper mode moves by about 1e-5 and gives the same decisions both ways.
     - End-of-sequence state: the last token of every sample is replaced by EOS, a length
       ending's too (reference), or a length ending gets EOS appended (paper).
     - Samples: those whose text is blank (empty or whitespace once the stop string is cut)
@@ -192,7 +200,7 @@ class SeaKRConfig(GenerationConfig):
         if self.mode not in ("reference", "paper"):
             msg = f"SeaKRConfig.mode must be 'reference' or 'paper', got {self.mode!r}."
             raise AdaptiveRAGError(msg)
-        for name in ("num_samples", "max_docs"):
+        for name in ("num_samples", "max_docs", "query_max_tokens"):
             if getattr(self, name) < 1:
                 msg = f"SeaKRConfig.{name} must be >= 1, got {getattr(self, name)}."
                 raise AdaptiveRAGError(msg)
@@ -417,7 +425,10 @@ class SeaKRPolicy(Policy):
                 and (confident or core in known)
             ):
                 chosen.append(word.text)
-        return " ".join(chosen) or state["question"]
+        query = " ".join(chosen) or state["question"]
+        if self.reference:  # the retriever's cut to the last query_max_tokens tokens
+            return self.cut_query(ctx, query, self.config.query_max_tokens)
+        return query
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Keep the retrieved document whose step is generated with the lowest ``U``.

@@ -14,6 +14,7 @@ outside spaCy's stop-word list.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -124,8 +125,19 @@ def content(word: str) -> bool:
     return bool(core) and any(c.isalnum() for c in core) and core not in STOP_WORDS
 
 
+@functools.cache
+def _sentencizer() -> Any:
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
 def sentences_of(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    """spaCy's sentences, stripped (the code's ``en_core_web_sm`` is not installed here: its
+    rule-based sentencizer stands in)."""
+    return [s.text.strip() for s in _sentencizer()(text).sents if s.text.strip()]
 
 
 def official_rind(
@@ -143,14 +155,22 @@ def official_rind(
     word_attention = [float(per_token[g].sum()) for g in groups]
     word_entropy = [float(np.mean(entropies[g])) for g in groups]
     draft = tokenizer.decode(ids)
-    start = 0
-    for index, sentence in enumerate(sentences_of(draft)):
-        # the sentence's words: those the sentence text still covers, in order
-        end = start
-        covered = ""
-        while end < len(texts) and len(covered) < len(sentence.replace(" ", "")):
-            covered += texts[end].replace(" ", "")
-            end += 1
+    sentences = sentences_of(draft)
+    tid = 0
+    for index, sentence in enumerate(sentences):
+        if "the answer is" in sentence.lower():
+            return None  # the code checks the sentences before the answer only
+        # the code's word range: the last sentence takes the rest; another ends at the
+        # first i (below the last word) whose space-joined words from tid contain it
+        start, end = tid, tid
+        if index == len(sentences) - 1:
+            end = len(texts)
+        else:
+            for i in range(tid + 1, len(texts)):
+                if sentence in " ".join(texts[start:i]):
+                    end = i
+                    break
+            tid = end
         span = range(start, end)
         total = sum(word_attention[i] for i in span)
         n = len(span)
@@ -159,7 +179,6 @@ def official_rind(
         if hits:
             words = [texts[i] for i in span]
             return index, words, [j for j in hits if content(words[j])]
-        start = end
     return None
 
 

@@ -74,10 +74,22 @@ def test_rind_triggers_and_qfs_builds_the_query(mode: str) -> None:
     # truncation before the triggering sentence; regeneration with documents, first sentence
     assert model.prompts[1].endswith("Answer: Blue Harbour was directed by Anna Berg.")
     assert "Context:\n[1]" in model.prompts[1] and "Context:" not in model.prompts[2]
-    assert result["text"] == (
-        " Blue Harbour was directed by Anna Berg. Anna Berg was born in 1930."
-        " So the answer is 1930."
+    # reference: the code's loop joins stripped pieces with single spaces, generates the
+    # whole budget with no stop string; paper: tokens as generated, stopped at a newline
+    text = "Blue Harbour was directed by Anna Berg. Anna Berg was born in 1930."
+    assert model.prompts[2].endswith(f"Answer: {text}")
+    assert (
+        result["text"]
+        == {
+            "reference": f"{text} So the answer is 1930.",
+            "paper": f" {text} So the answer is 1930.",
+        }[mode]
     )
+    stops = {"reference": [(), (), ()], "paper": [("\n",)] * 3}[mode]
+    assert [call["stop"] for call in model.calls] == stops
+    # paper: the budget left (7 tokens accepted before the trigger, then 6 more)
+    budgets = {"reference": [64, 64, 64], "paper": [64, 64 - 7, 64 - 13]}[mode]
+    assert [call["max_new_tokens"] for call in model.calls] == budgets
     assert result["answer"] == "1930"
 
 
@@ -107,7 +119,7 @@ def test_threshold_decides() -> None:
 
 def test_truncate_at_token_keeps_the_sentence_prefix() -> None:
     model = _model(_draft(), " 1930.", " So the answer is 1930.")
-    config = DRAGINConfig(truncate_at="token", query_top_n=3)
+    config = DRAGINConfig(truncate_at="token", query_top_n=3, mode="paper")
     create_dragin_graph(model, RecordingRetriever(), config=config, prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
@@ -260,3 +272,71 @@ def test_pos_content_words_are_substring_matches() -> None:
     words = ["Miguel", "died", "in", "1999.", ""]
     assert content_flags(words, "Miguel died in 1999.", tagger) == [True, True, False, True, False]
     assert content_flags(words, "Miguel died in 1999.", None) == [True, True, False, True, False]
+
+
+# -- the DRAGIN code's loop (reference mode) ------------------------------------------------
+
+
+def test_reference_sentence_spans_by_hand() -> None:
+    from langchain_adaptive_rag.signals import reference_sentence_spans
+
+    words = ["Anna", "Berg", "was", "born.", "She", "died.", "So", "the", "answer."]
+    sentences = ["Anna Berg was born.", "She died.", "So the answer."]
+    # each sentence ends at the first i whose joined words[first:i] contain it; the last
+    # sentence takes every word left
+    assert reference_sentence_spans(sentences, words) == [(0, 4), (4, 6), (6, 9)]
+    # a sentence never found: an empty range, the next starts at the same word
+    assert reference_sentence_spans(["Anna  Berg", "was born.", "rest"], words) == [
+        (0, 0),
+        (0, 4),
+        (4, 9),
+    ]
+    # the search stops before the last word, so a non-last sentence ending there is lost
+    assert reference_sentence_spans(["Anna Berg was", "born."], words[:3]) == [
+        (0, 0),
+        (0, 3),
+    ]
+    assert reference_sentence_spans([], words) == []
+
+
+def test_reference_loop_keeps_the_codes_prompt_spacing() -> None:
+    # a first draft without a trigger or an answer (its generation ended early) is
+    # appended as "".strip() + " " + draft: the text starts with a space, and the next
+    # prompt joins case and text with another one
+    model = _model(" Anna Berg directed it.", " So the answer is 1931.")
+    result = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert model.prompts[0].endswith("\nAnswer:")
+    assert model.prompts[1].endswith("\nAnswer:  Anna Berg directed it.")
+    assert result["text"] == "Anna Berg directed it. So the answer is 1931."
+    assert result["answer"] == "1931" and result["retrievals"] == []
+
+
+def test_reference_checks_only_the_sentences_before_the_answer() -> None:
+    tokens = (" Anna", " Berg", " directed", " it.", " So", " the", " answer", " is", " 1931.")
+    entropies = (0.1,) * 8 + (5.0,)  # only the answer sentence is uncertain
+    draft = ScriptedResponse("".join(tokens), tokens=tokens, entropies=entropies)
+    for mode, retrievals in (("reference", 0), ("paper", 1)):
+        model = _model(draft, " Anna Berg was born in 1930.", " So the answer is 1930.")
+        config = DRAGINConfig(mode=mode)  # type: ignore[arg-type]
+        result = create_dragin_graph(
+            model, RecordingRetriever(), config=config, prompts=NO_SHOTS
+        ).invoke({"question": QUESTION})
+        assert len(result["retrievals"]) == retrievals, mode
+
+
+def test_reference_loop_ends_on_the_text_token_count() -> None:
+    # generate_max_length 12 (the draft's length): after the regenerated sentence the text
+    # has 13 words (> 12), so the code's loop ends there, with no answer yet (finalize
+    # forces one)
+    model = _model(_draft(), " Anna Berg was born in 1930.", " 1930.")
+    config = DRAGINConfig(generate_max_length=12, query_top_n=3)
+    result = create_dragin_graph(
+        model, RecordingRetriever(), config=config, prompts=NO_SHOTS
+    ).invoke({"question": QUESTION})
+    assert len(result["retrievals"]) == 1
+    assert result["text"].startswith(
+        "Blue Harbour was directed by Anna Berg. Anna Berg was born in 1930. So the answer is"
+    )
+    assert result["answer"] == "1930"

@@ -194,3 +194,19 @@ def test_reference_all_masked_sentence_retrieves_nothing() -> None:
     (event,) = result["retrievals"]
     assert event["query"].strip() == "" and event["doc_ids"] == []
     assert "Context:" not in model.prompts[1]
+
+
+def test_reference_query_is_cut_as_the_codes_retriever_cuts_it() -> None:
+    # the code's retriever keeps the query's last max_query_length tokens (a model without
+    # a tokenizer: whitespace-separated words)
+    retriever = RecordingRetriever()
+    model = FakeTraceModel(
+        [_sentences_draft(0.3), " Paris is in France.", " So the answer is Paris."]
+    )
+    config = FLAREConfig(trigger="mean", theta=0.1, query_max_tokens=2)
+    create_flare_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == ["in France"]
+    with pytest.raises(AdaptiveRAGError, match="query_max_tokens must be >= 1, got 0"):
+        FLAREConfig(query_max_tokens=0)

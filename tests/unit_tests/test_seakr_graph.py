@@ -174,6 +174,30 @@ def test_query_leaves_out_the_answer_phrase() -> None:
     assert result["answer"] == "1931"
 
 
+@pytest.mark.parametrize(("mode", "query"), [("reference", "Berg"), ("paper", "Anna Berg")])
+def test_reference_query_is_cut_as_seakrs_retriever_cuts_it(mode: str, query: str) -> None:
+    # SeaKR's retriever call keeps the query's last max_query_length tokens (a model
+    # without a tokenizer: whitespace-separated words); the paper reading sends it whole
+    script = [
+        *_step(" The answer was Anna Berg. X", APART),
+        *[r for _ in range(3) for r in _step(" So the answer is 1931.", SAME)],
+        *_step(RATIONALE, SAME),
+        *_step(" So the answer is 1931.", SAME),
+    ]
+    retriever = RecordingRetriever()
+    config = SeaKRConfig(
+        num_samples=2,
+        delta=-2.0,
+        hidden_layer=1,
+        query_max_tokens=1,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    create_seakr_graph(FakeTraceModel(script), retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == [query]
+
+
 def test_an_empty_candidate_step_ranks_last() -> None:
     script = [
         *_step(" Blue Harbour was directed by Anna Berg. She", APART),

@@ -114,14 +114,17 @@ def test_dragin_record_matches_the_script(dragin_record: RunRecord) -> None:
     assert decision is not None and decision.retrieves
     assert decision.trigger_position == 11 and decision.trigger_word == "1931."
     assert decision.score == pytest.approx(expected) and decision.threshold == 1.0
-    assert first.accepted == " Blue Harbour was directed by Anna Berg."
+    # reference mode (the DRAGIN code): the sentences before the trigger join the text with
+    # the regenerated sentence, stripped and joined by single spaces
+    assert first.accepted == ""
     assert first.retrieval is not None
     assert first.retrieval.query == "Anna Berg. born"
     assert first.retrieval.doc_ids == ["p0", "p1", "p2"]
     assert first.retrieval.doc_texts == PASSAGES
     assert first.retrieval.rerank_order is None
-    assert first.continuation == " Anna Berg was born in 1930."
-    assert second.context == " Blue Harbour was directed by Anna Berg. Anna Berg was born in 1930."
+    text = "Blue Harbour was directed by Anna Berg. Anna Berg was born in 1930."
+    assert first.continuation == text
+    assert second.context == text
     assert second.accepted == " So the answer is 1930." and second.retrieval is None
     assert second.decision is not None and second.decision.route == "finalize"
     assert record.events == [
