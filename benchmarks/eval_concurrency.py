@@ -6,7 +6,8 @@ one question at a time, once eight at a time, whose model calls join one batched
 loop (``ChatTransformers`` decodes concurrent calls together). Printed per method:
 questions per second both ways, the ratio, how many requests the batches held, and
 whether the two results files agree (answers, texts, retrieval queries and documents,
-counts) question by question.
+counts) question by question; then what one decoding step costs per row at 1, 9 and
+``--max-batch-rows`` rows, the ceiling of what batching can give.
 
 Run: ``python benchmarks/eval_concurrency.py [--questions 48] [--methods flare,dragin]``
 (8 dev questions are run first at both settings, untimed)
@@ -54,6 +55,32 @@ def _counts(engine: DecodeEngine | None) -> tuple[int, int]:
     loops = sum(engine.batch_sizes.values())
     started = sum(size * count for size, count in engine.batch_sizes.items())
     return loops, started + engine.joined
+
+
+def step_costs(model: object, rows: tuple[int, ...], context: int = 300) -> dict[int, float]:
+    """Seconds per decoded row of one KV-cache step at each batch size (median of 20).
+
+    The ceiling of what batching gives: a method whose calls already decode ``r`` rows
+    (SeaKR: the greedy step and its samples) gains at most ``cost[r] / cost[R]`` from
+    batches of ``R`` rows.
+    """
+    hf_model = model.hf_model  # type: ignore[attr-defined]
+    vocab = hf_model.config.vocab_size
+    costs: dict[int, float] = {}
+    with torch.inference_mode():
+        for size in rows:
+            ids = torch.randint(5, vocab, (size, context), device=hf_model.device)
+            out = hf_model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            cache = out.get("cache")  # named past_key_values by earlier 5.x releases
+            cache = cache if cache is not None else out.past_key_values
+            token = ids[:, -1:]
+            times = []
+            for _ in range(20):
+                start = time.perf_counter()
+                out = hf_model(input_ids=token, cache=cache, use_cache=True)
+                times.append(time.perf_counter() - start)
+            costs[size] = statistics.median(times) / size
+    return costs
 
 
 def main() -> None:
@@ -128,6 +155,16 @@ def main() -> None:
                 flush=True,
             )
     print(f"\ngeometric mean N / 1: {statistics.geometric_mean(ratios):.2f}x")
+    sizes = (1, 9, args.max_batch_rows)
+    costs = step_costs(model, sizes)
+    print("\none decoding step, ms per row, by rows in the batch (300 cached tokens):")
+    print("| rows | " + " | ".join(str(n) for n in sizes) + " |")
+    print("|---|" + "---:|" * len(sizes))
+    print("| ms per row | " + " | ".join(f"{costs[n] * 1e3:.2f}" for n in sizes) + " |")
+    print(
+        f"ceiling of batching for calls of 1 row: {costs[1] / costs[sizes[-1]]:.1f}x; "
+        f"of 9 rows (SeaKR, k = 8): {costs[9] / costs[sizes[-1]]:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,12 @@ TOY_CONFIGS: dict[str, GenerationConfig] = {
     "flare": FLAREConfig(generate_max_length=48, theta=0.9, beta=0.4),
     "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6, mode="paper"),
     "seakr": SeaKRConfig(
-        generate_max_length=48, num_samples=8, hidden_layer=1, delta=-8.0, rerank_margin=0.3
+        generate_max_length=48,
+        num_samples=8,
+        hidden_layer=1,
+        delta=-8.0,
+        rerank_margin=0.3,
+        mode="paper",
     ),
     "vanilla": TAAREConfig(generate_max_length=48, answer_prompt="qa"),
     "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026", answer_prompt="qa"),
@@ -72,7 +77,11 @@ SeaKR's ``rerank_margin`` (0.3) is the smallest margin of best dev EM in
 ``U`` floor (about -4.8 for ``k = 8``), where they differ by 0.01-0.1. With it, SeaKR's
 calibrated ``delta`` (-8) is below that floor, so on the toy model SeaKR retrieves at every
 step: its ``U`` does not tell a step the model copied from the wrong sentence from one it
-read right, and retrieving with re-ranking answers best."""
+read right, and retrieving with re-ranking answers best. SeaKR runs the paper reading too
+(``mode="paper"``, ``U`` in float64), under which ``delta`` and the margin were calibrated:
+at that floor the reference code's float32 ``U`` is decided by the last bits of the
+hidden states, which batching moves (by about 1e-5), so the same question would re-rank
+differently alone and in a batch (``--concurrency``)."""
 
 
 @dataclass(frozen=True)
