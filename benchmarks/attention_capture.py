@@ -26,6 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.generation import CaptureOptions
 from langchain_adaptive_rag.testing import train_tokenizer
 
 NEW_TOKENS = 64
@@ -68,7 +69,7 @@ def variants(
 ) -> dict[str, Callable[[], object]]:
     inputs = torch.tensor([prompt], device=sdpa.hf_model.device)
     layer = sdpa.num_layers // 2
-    capture = {"attention": True, "attention_layer": layer, "hidden": True, "hidden_layer": layer}
+    capture = CaptureOptions(attention=True, attention_layer=layer, hidden=True, hidden_layer=layer)
 
     def plain() -> object:
         with torch.inference_mode():
@@ -82,8 +83,8 @@ def variants(
 
     return {
         "a": plain,
-        "b": lambda: sdpa.generate_trace(prompt, **capture),
-        "c": lambda: eager.generate_trace(prompt, **capture),
+        "b": lambda: sdpa.generate_trace(prompt, capture=capture),
+        "c": lambda: eager.generate_trace(prompt, capture=capture),
         "d": lambda: sdpa.generate_trace(prompt),
     }
 

@@ -27,6 +27,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.generation import CaptureOptions
 from langchain_adaptive_rag.testing import train_tokenizer
 
 NEW_TOKENS = 128
@@ -75,7 +76,8 @@ def variants(chat: ChatTransformers, prompt: list[int]) -> dict[str, Callable[[]
         return chat.generate_trace(prompt)
 
     def all_signals() -> object:
-        return chat.generate_trace(prompt, attention=True, hidden=True, hidden_layer=layer)
+        capture = CaptureOptions(attention=True, hidden=True, hidden_layer=layer)
+        return chat.generate_trace(prompt, capture=capture)
 
     def dragin_reference() -> object:
         with torch.inference_mode():

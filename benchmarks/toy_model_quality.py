@@ -23,7 +23,7 @@ import argparse
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -60,7 +60,8 @@ def run(
     prefix = "".join(f" {s}" for s in question.steps[:accepted])
     context: list[RetrievedDoc] = [{"id": str(i), "text": t} for i, t in enumerate(docs)]
     prompt = build_prompt(TOY_PROMPTS, question.question, prefix, context)
-    trace = model.generate_trace(prompt, max_new_tokens=64, stop=("\n",))[0]
+    decoding = replace(model.decoding, max_new_tokens=64, stop=("\n",))
+    trace = model.generate_trace(prompt, decoding=decoding)[0]
     entropies = np.asarray(trace.entropies, dtype=np.float64)
     return Result(
         question,

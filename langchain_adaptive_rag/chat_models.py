@@ -35,8 +35,6 @@ from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
-    HiddenPosition,
-    HiddenSite,
     SignalDistribution,
     TokenEvent,
     TraceDecoder,
@@ -727,87 +725,42 @@ class ChatTransformers(BaseChatModel):
 
     # -- lower-level calls for the graphs ----------------------------------------------
 
+    @property
+    def decoding(self) -> DecodingOptions:
+        """This model's decoding settings as one object (its fields; greedy by default).
+
+        ``dataclasses.replace(model.decoding, max_new_tokens=32, stop=(".",))`` changes
+        some of them for one :meth:`generate_trace` call.
+        """
+        return self._decoding(None, {})
+
     def generate_trace(
         self,
         prompt: str | Sequence[BaseMessage] | Sequence[int],
         *,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
         n: int = 1,
         include_greedy: bool = False,
-        max_new_tokens: int | None = None,
-        min_new_tokens: int | None = None,
-        do_sample: bool | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        signal_distribution: SignalDistribution | None = None,
-        top_logprobs: int = 0,
-        attention: bool = False,
-        attention_layer: int = -1,
-        attention_head_max: bool = False,
-        hidden: bool = False,
-        hidden_layer: int = -1,
-        hidden_site: HiddenSite = "residual",
-        hidden_at: HiddenPosition = "last",
         on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Generate ``n`` samples in one batched decoding loop and return their traces.
 
-        Options left at ``None`` take the model's field values.
-
         Args:
             prompt: Plain text (completion), chat messages (chat template) or token ids.
+            decoding: How tokens are chosen and when decoding stops (budget, sampling,
+                seed, stop strings, signal distribution, alternatives recorded).
+                Default: :attr:`decoding`, this model's own fields.
+            capture: Which internal signals to record beyond logprobs and entropies
+                (attention rows, a hidden state). Default: none.
             n: Number of samples decoded together.
             include_greedy: Prepend a greedy sample (SeaKR's greedy step plus k samples).
-            max_new_tokens: Generation budget.
-            min_new_tokens: EOS is masked before this many tokens.
-            do_sample: Sample instead of greedy decoding.
-            temperature: Sampling temperature.
-            top_k: Top-k filter for sampling.
-            top_p: Top-p filter for sampling.
-            seed: Seed of the first sampled sample; the i-th uses ``seed + i``.
-            stop: Stop strings (override the model's ``stop``).
-            signal_distribution: ``raw`` or ``processed`` distribution for the signals.
-            top_logprobs: Alternatives recorded per position.
-            attention: Record head-averaged attention rows (any attention kernel).
-            attention_layer: Decoder layer of the attention rows.
-            attention_head_max: Also record the maximum over heads.
-            hidden: Record one hidden state per sample.
-            hidden_layer: Decoder layer of the hidden state.
-            hidden_site: ``residual`` (layer output) or ``mlp`` (MLP output).
-            hidden_at: ``last`` generated token, or an end-of-sequence token: ``eos``
-                (replacing a stop string's last token, after a length ending's) or
-                ``eos_replacing_last`` (replacing the last token of every ending, as
-                SeaKR's code); see ``CaptureOptions.hidden_at``.
             on_token: Called with each token of the first sample as soon as it is final
                 (after stop-string hold-back), for streaming.
 
         Returns:
             One trace per sample (the greedy one first when ``include_greedy``).
         """
-        options: dict[str, Any] = {
-            "max_new_tokens": max_new_tokens,
-            "min_new_tokens": min_new_tokens,
-            "do_sample": do_sample,
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "seed": seed,
-            "signal_distribution": signal_distribution,
-            "logprobs": top_logprobs > 0,
-            "top_logprobs": top_logprobs,
-        }
-        decoding = self._decoding(stop, {k: v for k, v in options.items() if v is not None})
-        capture = CaptureOptions(
-            attention=attention,
-            attention_layer=attention_layer,
-            attention_head_max=attention_head_max,
-            hidden=hidden,
-            hidden_layer=hidden_layer,
-            hidden_site=hidden_site,
-            hidden_at=hidden_at,
-        )
         prompt_ids = self.encode(prompt)
         decoder = TraceDecoder(
             self._hf_model,
@@ -815,8 +768,8 @@ class ChatTransformers(BaseChatModel):
             prompt_ids,
             n=n,
             include_greedy=include_greedy,
-            decoding=decoding,
-            capture=capture,
+            decoding=decoding if decoding is not None else self.decoding,
+            capture=capture if capture is not None else CaptureOptions(),
         )
         for event in self._decode(decoder, stream=on_token is not None):
             if on_token is not None and event.sample == 0:
@@ -827,49 +780,19 @@ class ChatTransformers(BaseChatModel):
         self,
         prompt: str | Sequence[BaseMessage] | Sequence[int],
         *,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
         n: int = 1,
         include_greedy: bool = False,
-        max_new_tokens: int | None = None,
-        min_new_tokens: int | None = None,
-        do_sample: bool | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        signal_distribution: SignalDistribution | None = None,
-        top_logprobs: int = 0,
-        attention: bool = False,
-        attention_layer: int = -1,
-        attention_head_max: bool = False,
-        hidden: bool = False,
-        hidden_layer: int = -1,
-        hidden_site: HiddenSite = "residual",
-        hidden_at: HiddenPosition = "last",
     ) -> list[GenerationTrace]:
         """Async :meth:`generate_trace`: the same arguments, run in a worker thread."""
         return await asyncio.to_thread(
             self.generate_trace,
             prompt,
+            decoding=decoding,
+            capture=capture,
             n=n,
             include_greedy=include_greedy,
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=min_new_tokens,
-            do_sample=do_sample,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            stop=stop,
-            signal_distribution=signal_distribution,
-            top_logprobs=top_logprobs,
-            attention=attention,
-            attention_layer=attention_layer,
-            attention_head_max=attention_head_max,
-            hidden=hidden,
-            hidden_layer=hidden_layer,
-            hidden_site=hidden_site,
-            hidden_at=hidden_at,
         )
 
     def forward_attention(self, text: str | Sequence[int], *, layer: int = -1) -> AttentionMatrix:

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from langchain_adaptive_rag.chat_models import ChatTransformers
 from langchain_adaptive_rag.evaluation.cli import add_eval_commands
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
 from langchain_adaptive_rag.retrievers.cli import add_index_command
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
@@ -156,16 +156,12 @@ def _signals(args: argparse.Namespace) -> int:
         model=model_path,
         attn_implementation="eager",
         max_new_tokens=args.max_new_tokens,
+        min_new_tokens=args.max_new_tokens,
         use_chat_template=False,
     )
     print(f"Prompt: {args.prompt!r}")
-    trace = chat.generate_trace(
-        args.prompt,
-        min_new_tokens=args.max_new_tokens,
-        attention=True,
-        hidden=True,
-        hidden_layer=chat.num_layers // 2,
-    )[0]
+    capture = CaptureOptions(attention=True, hidden=True, hidden_layer=chat.num_layers // 2)
+    trace = chat.generate_trace(args.prompt, capture=capture)[0]
     print(f"Generated {trace.num_tokens} tokens ({trace.finish_reason}): {trace.text!r}\n")
     print(_signal_table(trace))
     if trace.hidden is not None:

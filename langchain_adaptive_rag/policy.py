@@ -8,13 +8,18 @@ builder wires the same seven nodes for every method; the policy fills them in.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal, Protocol
 
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
-from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    DecodingOptions,
+    GenerationTrace,
+    TokenEvent,
+)
 from langchain_adaptive_rag.prompts import (
     QAPrompts,
     build_prompt,
@@ -43,13 +48,19 @@ documents, draft again, or finalize."""
 class TraceModel(Protocol):
     """What the graphs need from a model (``ChatTransformers`` or a test double)."""
 
+    @property
+    def decoding(self) -> DecodingOptions:
+        """The model's own decoding settings (the graphs change budget and stops only)."""
+        ...
+
     def generate_trace(
         self,
         prompt: str,
         *,
-        max_new_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        attention: bool = False,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
+        n: int = 1,
+        include_greedy: bool = False,
         on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Generate from a completion prompt; see ``ChatTransformers.generate_trace``."""
@@ -156,6 +167,21 @@ class Policy:
 
     # -- shared helpers ------------------------------------------------------------------
 
+    @staticmethod
+    def decoding(ctx: RunContext, max_new_tokens: int, stop: Sequence[str]) -> DecodingOptions:
+        """The model's decoding settings with a node's token budget and stop strings.
+
+        Sampling options stay the model's (greedy by default, as in the papers);
+        ``min_new_tokens`` is capped at the budget.
+        """
+        base = ctx.model.decoding
+        return replace(
+            base,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=min(base.min_new_tokens, max_new_tokens),
+            stop=tuple(stop),
+        )
+
     def remaining(self, state: AdaptiveRAGState) -> int:
         """Tokens left in the answer budget."""
         return self.config.generate_max_length - state.get("answer_tokens", 0)
@@ -181,9 +207,8 @@ class Policy:
         with token_stream(prompt, self.name) as sink:
             return ctx.model.generate_trace(
                 prompt,
-                max_new_tokens=budget,
-                stop=ctx.prompts.stop,
-                attention=attention,
+                decoding=self.decoding(ctx, budget, ctx.prompts.stop),
+                capture=CaptureOptions(attention=attention),
                 on_token=sink,
             )[0]
 
@@ -305,8 +330,7 @@ class Policy:
             with token_stream(prompt, self.name) as sink:
                 trace = ctx.model.generate_trace(
                     prompt,
-                    max_new_tokens=self.config.forced_answer_tokens,
-                    stop=ctx.prompts.stop,
+                    decoding=self.decoding(ctx, self.config.forced_answer_tokens, ctx.prompts.stop),
                     on_token=sink,
                 )[0]
             answer = read_answer_as(trace.text, ctx.prompts.answer_kind)

@@ -17,7 +17,12 @@ import numpy as np
 import torch
 
 from langchain_adaptive_rag.chat_models import AttentionMatrix
-from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    DecodingOptions,
+    GenerationTrace,
+    TokenEvent,
+)
 from langchain_adaptive_rag.signals import tokens_covering
 
 __all__ = [
@@ -264,47 +269,50 @@ class FakeTraceModel:
         """Whether attention capture is reported as available."""
         return self._attention
 
+    @property
+    def decoding(self) -> DecodingOptions:
+        """The default decoding settings (greedy; the graphs set budget and stops)."""
+        return DecodingOptions()
+
     def generate_trace(
         self,
         prompt: str,
         *,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
         n: int = 1,
         include_greedy: bool = False,
-        max_new_tokens: int | None = None,
-        do_sample: bool | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        attention: bool = False,
-        hidden: bool = False,
-        hidden_layer: int = -1,
-        hidden_site: Literal["residual", "mlp"] = "residual",
-        hidden_at: Literal["last", "eos", "eos_replacing_last"] = "last",
         on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         """Return the next ``n`` (+1 with ``include_greedy``) scripted responses as traces.
 
-        Sampling options are recorded in :attr:`calls` and otherwise ignored: the script
-        already says what each sample is.
+        The budget (``max_new_tokens``) and stop strings of ``decoding`` are applied;
+        the sampling options and ``capture``'s layers are recorded in :attr:`calls` and
+        otherwise ignored: the script already says what each sample is.
         """
+        options = decoding if decoding is not None else self.decoding
+        signals = capture if capture is not None else CaptureOptions()
         count = n + (1 if include_greedy else 0)
         self.calls.append(
             {
                 "prompt": prompt,
                 "n": n,
                 "include_greedy": include_greedy,
-                "do_sample": do_sample,
-                "seed": seed,
-                "hidden_layer": hidden_layer,
-                "hidden_site": hidden_site,
-                "hidden_at": hidden_at,
-                "stop": None if stop is None else tuple(stop),
-                "max_new_tokens": max_new_tokens,
+                "do_sample": options.do_sample,
+                "seed": options.seed,
+                "hidden_layer": signals.hidden_layer,
+                "hidden_site": signals.hidden_site,
+                "hidden_at": signals.hidden_at,
+                "stop": options.stop,
+                "max_new_tokens": options.max_new_tokens,
             }
         )
-        traces = [self._one(prompt, max_new_tokens, stop, attention, hidden) for _ in range(count)]
+        traces = [
+            self._one(
+                prompt, options.max_new_tokens, options.stop, signals.attention, signals.hidden
+            )
+            for _ in range(count)
+        ]
         if on_token is not None and traces:
             first = traces[0]
             for index, piece in enumerate(first.tokens):

@@ -31,7 +31,7 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
@@ -390,9 +390,8 @@ class DRAGINPolicy(Policy):
         with token_stream(prompt, self.name) as sink:
             return ctx.model.generate_trace(
                 prompt,
-                max_new_tokens=self.config.generate_max_length,
-                stop=(),
-                attention=attention,
+                decoding=self.decoding(ctx, self.config.generate_max_length, ()),
+                capture=CaptureOptions(attention=attention),
                 on_token=sink,
             )[0]
 

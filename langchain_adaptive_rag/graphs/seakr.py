@@ -24,16 +24,16 @@ A step that gives the answer ends the reasoning without retrieval, whatever its 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
+from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
@@ -64,7 +64,6 @@ from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
 from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
-    "SamplingModel",
     "SeaKRConfig",
     "SeaKRPolicy",
     "calibrate_delta",
@@ -80,33 +79,6 @@ STEP_STOP = (". ", "\n")
 NOT_QUERY_WORDS = frozenset({"thus", "answer", "is", "so"})
 """Words a SeaKR query never carries (the reference code drops them after its
 part-of-speech filter: an answer sentence's "So the answer is" is not a search term)."""
-
-
-class SamplingModel(TraceModel, Protocol):
-    """What SeaKR needs: batched sampling with end-of-sequence hidden states."""
-
-    def generate_trace(
-        self,
-        prompt: str,
-        *,
-        n: int = 1,
-        include_greedy: bool = False,
-        max_new_tokens: int | None = None,
-        do_sample: bool | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        attention: bool = False,
-        hidden: bool = False,
-        hidden_layer: int = -1,
-        hidden_site: Literal["residual", "mlp"] = "residual",
-        hidden_at: Literal["last", "eos", "eos_replacing_last"] = "last",
-        on_token: Callable[[TokenEvent], None] | None = None,
-    ) -> list[GenerationTrace]:
-        """See ``ChatTransformers.generate_trace``."""
-        ...
 
 
 def middle_layer(num_layers: int) -> int:
@@ -267,9 +239,6 @@ class SeaKRPolicy(Policy):
         layers = getattr(ctx.model, "num_layers", None)
         return middle_layer(layers) if isinstance(layers, int) else 15
 
-    def _model(self, ctx: RunContext) -> SamplingModel:
-        return ctx.model  # type: ignore[return-value]
-
     def _sample(
         self,
         ctx: RunContext,
@@ -283,22 +252,27 @@ class SeaKRPolicy(Policy):
         prompts' stop strings.
         """
         config = self.config
+        sampling = replace(
+            self.decoding(ctx, max(1, max_new_tokens), stop),
+            do_sample=True,
+            temperature=config.temperature,
+            top_k=config.top_k,
+            top_p=config.top_p,
+            seed=config.seed,
+        )
+        capture = CaptureOptions(
+            hidden=True,
+            hidden_layer=self._hidden_layer(ctx),
+            hidden_site=config.hidden_site,
+            hidden_at="eos_replacing_last" if self.reference else "eos",
+        )
         with token_stream(prompt, self.name) as sink:  # streams the greedy sample
-            traces = self._model(ctx).generate_trace(
+            traces = ctx.model.generate_trace(
                 prompt,
+                decoding=sampling,
+                capture=capture,
                 n=config.num_samples,
                 include_greedy=True,
-                max_new_tokens=max(1, max_new_tokens),
-                do_sample=True,
-                temperature=config.temperature,
-                top_k=config.top_k,
-                top_p=config.top_p,
-                seed=config.seed,
-                stop=stop,
-                hidden=True,
-                hidden_layer=self._hidden_layer(ctx),
-                hidden_site=config.hidden_site,
-                hidden_at="eos_replacing_last" if self.reference else "eos",
                 on_token=sink,
             )
         greedy, samples = traces[0], traces[1:]
@@ -307,8 +281,9 @@ class SeaKRPolicy(Policy):
         generated = sum(t.num_tokens for t in traces)
         calls = 1 + config.num_samples
         if config.estimator == "prompt":
-            check = self._model(ctx).generate_trace(
-                prompt + text + config.self_check_template, max_new_tokens=2, stop=("\n",)
+            check = ctx.model.generate_trace(
+                prompt + text + config.self_check_template,
+                decoding=self.decoding(ctx, 2, ("\n",)),
             )[0]
             uncertainty = self_check_uncertainty(check)
             generated += check.num_tokens
@@ -699,7 +674,7 @@ def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) ->
 
 
 def create_seakr_graph(
-    model: SamplingModel,
+    model: TraceModel,
     retriever: BaseRetriever,
     *,
     config: SeaKRConfig | None = None,

@@ -133,7 +133,9 @@ class VanillaPolicy(Policy):
         prompt = self.decision_prompt(state["question"])
         with token_stream(prompt, self.name) as sink:
             trace = ctx.model.generate_trace(
-                prompt, max_new_tokens=self.config.decision_max_tokens, stop=("\n",), on_token=sink
+                prompt,
+                decoding=self.decoding(ctx, self.config.decision_max_tokens, ("\n",)),
+                on_token=sink,
             )[0]
         return {
             "draft": trace.text,
@@ -179,7 +181,9 @@ class VanillaPolicy(Policy):
             prompt = _ANSWER_OWN.format(question=state["question"])
         with token_stream(prompt, self.name) as sink:
             trace = ctx.model.generate_trace(
-                prompt, max_new_tokens=self.config.generate_max_length, stop=("\n",), on_token=sink
+                prompt,
+                decoding=self.decoding(ctx, self.config.generate_max_length, ("\n",)),
+                on_token=sink,
             )[0]
         return {
             "text": trace.text,

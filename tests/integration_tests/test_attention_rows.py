@@ -11,6 +11,7 @@ import torch
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
 from langchain_adaptive_rag.attention_rows import attention_rows
 from langchain_adaptive_rag.generation import attention_module
+from tests.trace_options import trace_options
 
 ATOL = 1e-5
 PROMPT = (
@@ -27,8 +28,8 @@ def test_sdpa_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch: str) -> N
     assert sdpa.hf_model.config._attn_implementation == "sdpa" and sdpa.attention_available
     options = {"max_new_tokens": 12, "min_new_tokens": 12, "hidden": True}
     options |= {"attention": True, "attention_head_max": True, "attention_layer": 0}
-    (want,) = eager.generate_trace(PROMPT, **options)
-    (got,) = sdpa.generate_trace(PROMPT, **options)
+    (want,) = eager.generate_trace(PROMPT, **trace_options(eager, **options))
+    (got,) = sdpa.generate_trace(PROMPT, **trace_options(sdpa, **options))
     assert got.token_ids.tolist() == want.token_ids.tolist()
     assert got.attention is not None and want.attention is not None
     np.testing.assert_allclose(got.attention, want.attention, atol=ATOL)
@@ -49,7 +50,9 @@ def test_sdpa_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch: str) -> N
 
 def test_sliding_window_rows_see_only_the_window(tiny_model_dirs: dict[str, Path]) -> None:
     sdpa = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
-    (trace,) = sdpa.generate_trace(PROMPT, max_new_tokens=4, min_new_tokens=4, attention=True)
+    (trace,) = sdpa.generate_trace(
+        PROMPT, **trace_options(sdpa, max_new_tokens=4, min_new_tokens=4, attention=True)
+    )
     assert trace.attention is not None
     for t in range(trace.num_tokens):
         position = trace.num_prompt_tokens + t
@@ -96,5 +99,5 @@ def test_attention_that_bypasses_the_interface_fails_with_the_fix(
     module.forward = own_kernel  # type: ignore[method-assign]
     assert not sdpa.attention_available
     with pytest.raises(AttentionUnavailableError, match="does not call transformers'") as caught:
-        sdpa.generate_trace(PROMPT, max_new_tokens=2, attention=True)
+        sdpa.generate_trace(PROMPT, **trace_options(sdpa, max_new_tokens=2, attention=True))
     assert 'attn_implementation="eager"' in str(caught.value)

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 
 from langchain_adaptive_rag import AdaptiveRAGError, ChatTransformers, get_token_signals
 from tests.conftest import boundary_stop
+from tests.trace_options import trace_options
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ async def test_async_invoke_stream_and_batch(chat: ChatTransformers) -> None:
     batch = await chat.abatch(["Hello", "Bonjour"])
     assert batch[0].content == message.content
     assert [m.content for m in chat.batch(["Hello", "Bonjour"])] == [m.content for m in batch]
-    traces = await chat.agenerate_trace("Hello", max_new_tokens=4)
+    traces = await chat.agenerate_trace("Hello", **trace_options(chat, max_new_tokens=4))
     assert traces[0].num_tokens <= 4
 
 
@@ -274,7 +275,7 @@ def test_token_id_prompts(chat: ChatTransformers) -> None:
     ids = chat.encode("Question: a?")
     as_numpy = np.asarray(ids, dtype=np.int64)
     assert chat.encode(list(as_numpy)) == ids
-    trace = chat.generate_trace(list(as_numpy), max_new_tokens=3)[0]
+    trace = chat.generate_trace(list(as_numpy), **trace_options(chat, max_new_tokens=3))[0]
     assert trace.prompt_ids.tolist() == ids
     with pytest.raises(AdaptiveRAGError, match="Expected text, a sequence of messages"):
         chat.encode([1.5, 2.5])  # type: ignore[list-item]

@@ -20,6 +20,7 @@ from langchain_adaptive_rag.generation import (
     capture_union,
     decode_together,
 )
+from tests.trace_options import trace_options
 
 ATOL = 1e-4
 PROMPTS = [
@@ -73,9 +74,13 @@ def test_concurrent_calls_equal_calls_made_alone(
     chat = ChatTransformers(
         model=str(tiny_model_dirs[arch]), batch_concurrent_calls=True, attn_implementation="sdpa"
     )
-    alone = [chat.generate_trace(p, **c) for p, c in zip(PROMPTS, CALLS, strict=True)]
+    alone = [
+        chat.generate_trace(p, **trace_options(chat, **c))
+        for p, c in zip(PROMPTS, CALLS, strict=True)
+    ]
     calls = [
-        (lambda p=p, c=c: chat.generate_trace(p, **c)) for p, c in zip(PROMPTS, CALLS, strict=True)
+        (lambda p=p, c=c: chat.generate_trace(p, **trace_options(chat, **c)))
+        for p, c in zip(PROMPTS, CALLS, strict=True)
     ]
     for _ in range(2):
         together = run_together(chat, calls)
@@ -111,7 +116,9 @@ def test_streams_and_callbacks_stay_with_their_caller(llama_dir: Path) -> None:
         return "".join(str(chunk.content) for chunk in chat.stream(PROMPTS[i]))
 
     def traced(i: int) -> str:
-        (trace,) = chat.generate_trace(PROMPTS[i], on_token=lambda e: seen[i].append(e.piece))
+        (trace,) = chat.generate_trace(
+            PROMPTS[i], **trace_options(chat, on_token=lambda e: seen[i].append(e.piece))
+        )
         return trace.text
 
     texts = run_together(chat, [lambda i=i: stream(i) for i in range(3)])
@@ -205,7 +212,9 @@ def test_reference_forward_pass_runs_between_decoding_steps(llama_dir: Path) -> 
     started = threading.Event()
 
     def generate() -> list[GenerationTrace]:
-        return chat.generate_trace(PROMPTS[0], on_token=lambda e: started.set(), **long_call)
+        return chat.generate_trace(
+            PROMPTS[0], **trace_options(chat, on_token=lambda e: started.set(), **long_call)
+        )
 
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(generate)
@@ -213,7 +222,7 @@ def test_reference_forward_pass_runs_between_decoding_steps(llama_dir: Path) -> 
         during = chat.forward_attention(PROMPTS[1])  # a loop is running
         traces = future.result()
     np.testing.assert_allclose(during.weights, alone.weights, atol=1e-6)
-    assert_same(traces, chat.generate_trace(PROMPTS[0], **long_call))
+    assert_same(traces, chat.generate_trace(PROMPTS[0], **trace_options(chat, **long_call)))
 
 
 @pytest.mark.parametrize(
@@ -233,7 +242,9 @@ def test_concurrent_reference_passes_share_one_batch(
     started = threading.Event()
     with ThreadPoolExecutor(1) as pool:  # a running loop holds the side jobs until a step ends
         future = pool.submit(
-            lambda: chat.generate_trace(PROMPTS[0], on_token=lambda e: started.set(), **long_call)
+            lambda: chat.generate_trace(
+                PROMPTS[0], **trace_options(chat, on_token=lambda e: started.set(), **long_call)
+            )
         )
         started.wait(timeout=30)
         together = run_together(
@@ -336,11 +347,13 @@ def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> Non
 
 def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    chat.generate_trace(PROMPTS[0], max_new_tokens=3)
+    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
     engine = chat.engine
     assert engine is not None and engine._worker is not None and engine._worker.is_alive()
     worker = engine._worker
     engine.close(timeout=0.4)  # well under linger_seconds (0.5)
     assert not worker.is_alive()
-    again = chat.generate_trace(PROMPTS[0], max_new_tokens=3)  # a new worker serves
+    again = chat.generate_trace(
+        PROMPTS[0], **trace_options(chat, max_new_tokens=3)
+    )  # a new worker serves
     assert again[0].num_tokens == 3

@@ -234,7 +234,7 @@ def test_seakr_defaults_read_the_models_middle_layer(chat: ChatTransformers, ret
     original = chat.generate_trace
 
     def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(kwargs["hidden_layer"])
+        seen.append(kwargs["capture"].hidden_layer)
         return original(*args, **kwargs)
 
     object.__setattr__(chat, "generate_trace", spy)

@@ -40,7 +40,12 @@ from langchain_adaptive_rag.evaluation.runner import (
     summarize,
 )
 from langchain_adaptive_rag.evaluation.setup import prepare_evaluation
-from langchain_adaptive_rag.generation import GenerationTrace, TokenEvent
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    DecodingOptions,
+    GenerationTrace,
+    TokenEvent,
+)
 from langchain_adaptive_rag.graphs import AdaptiveRAGGraph, create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
@@ -91,13 +96,18 @@ class KeyedModel:
     def attention_available(self) -> bool:
         return True
 
+    @property
+    def decoding(self) -> DecodingOptions:
+        return DecodingOptions()
+
     def generate_trace(
         self,
         prompt: str,
         *,
-        max_new_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-        attention: bool = False,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
+        n: int = 1,
+        include_greedy: bool = False,
         on_token: Callable[[TokenEvent], None] | None = None,
     ) -> list[GenerationTrace]:
         question = prompt.rsplit("Question: ", 1)[1].split("\n", 1)[0]
@@ -110,7 +120,7 @@ class KeyedModel:
         table = self.with_docs if "Context:" in prompt and question in self.with_docs else None
         reply = (table or self.replies)[question]
         return FakeTraceModel([reply]).generate_trace(
-            prompt, max_new_tokens=max_new_tokens, stop=stop, attention=attention, on_token=on_token
+            prompt, decoding=decoding, capture=capture, on_token=on_token
         )
 
 

@@ -29,6 +29,7 @@ from langchain_adaptive_rag.toyworld import (
 )
 from langchain_adaptive_rag.toyworld.corpus import birth_sentence, director_sentence
 from langchain_adaptive_rag.toyworld.data import ExampleMix, knowledge_text, qa_example
+from tests.trace_options import trace_options
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +225,8 @@ def test_shipped_model_answers_a_known_question() -> None:
     answers = [
         extract_answer(
             model.generate_trace(
-                build_prompt(TOY_PROMPTS, q.question), max_new_tokens=48, stop=("\n",)
+                build_prompt(TOY_PROMPTS, q.question),
+                **trace_options(model, max_new_tokens=48, stop=("\n",)),
             )[0].text
         )
         for q in known[:5]
