@@ -231,7 +231,8 @@ def _parser() -> argparse.ArgumentParser:
         "--per-category", type=int, default=4, help="questions per category (default 4)"
     )
     demo.add_argument(
-        "--model", help="a toy model directory from toyworld.train (default: the shipped one)"
+        "--model",
+        help="a toy model directory from toyworld_training.train (default: the shipped one)",
     )
     demo.add_argument(
         "--html", metavar="FILE", help="also write an HTML report of the decisions to FILE"
