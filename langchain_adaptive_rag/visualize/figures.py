@@ -8,10 +8,12 @@
 
 from __future__ import annotations
 
+import matplotlib as mpl
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -112,7 +114,8 @@ def tokens_figure(record: RunRecord, signal: Signal = "entropy") -> Figure:
         va="center",
     )
     cax = axes_at(top - 0.55, 0.14, width=3.2)
-    bar = fig.colorbar(ScalarMappable(scale.norm, scale.cmap), cax=cax, orientation="horizontal")
+    mappable = ScalarMappable(Normalize(scale.lo, scale.hi), mpl.colormaps[scale.cmap])
+    bar = fig.colorbar(mappable, cax=cax, orientation="horizontal")
     bar.set_label(SPECS[signal].label, fontsize=8, labelpad=1)
     bar.ax.tick_params(labelsize=7)
     if scale.threshold is not None:
