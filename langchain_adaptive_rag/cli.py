@@ -71,6 +71,14 @@ def _demo(args: argparse.Namespace) -> int:
     if unknown:
         print(f"Unknown method(s) {unknown}; expected some of {list(AVAILABLE_METHODS)}.")
         return 2
+    if args.html:  # fail before the runs, not after them
+        from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
+
+        try:
+            require_matplotlib("adaptive-rag demo --html")
+        except ImportError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     model = load_toy_model(args.model)
     retriever = toy_retriever()
     questions = demo_questions(toy_questions(), per_category=args.per_category)
