@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
+from pathlib import Path
+
+# the training code (toyworld_training/) lives in the checkout, not in the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -31,14 +36,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from langchain_adaptive_rag.prompts import extract_answer
 from langchain_adaptive_rag.toyworld import TOY_MODEL_PATH
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
-from langchain_adaptive_rag.toyworld.data import MIXED_POOLS, PRACTICE_SIZES, qa_example
 from langchain_adaptive_rag.toyworld.questions import (
     ToyQuestion,
     evaluation_questions,
     iter_questions,
 )
-from langchain_adaptive_rag.toyworld.train import greedy_answer
 from langchain_adaptive_rag.toyworld.world import PRACTICE_POOLS, ToyWorld, generate_world
+from toyworld_training.data import MIXED_POOLS, PRACTICE_SIZES, qa_example
+from toyworld_training.train import greedy_answer
 
 PRACTICE_SEEDS = (777_001, 777_002, 777_003)
 """Seeds of the practice worlds (outside the training stream's seeds)."""

@@ -3,7 +3,7 @@
 Each example is a practice-world comparison ("Who was born first, A or B?") in the graphs'
 prompt format, with both people's passages and one other passage as context and the gold
 chain of thought as the target (loss on the answer only). Three arms start from
-:func:`~langchain_adaptive_rag.toyworld.train.build_model` with the default shape and
+:func:`~toyworld_training.train.build_model` with the default shape and
 seed: ``plain`` (the reading circuit only), ``set`` (the order circuit set at
 initialisation, then free) and ``held`` (set again after every step, as the shipped run
 does for its first half). Same data, same optimiser. Reported: on fresh comparisons with
@@ -20,17 +20,22 @@ import argparse
 import dataclasses
 import math
 import random
+import sys
 import time
+from pathlib import Path
+
+# the training code (toyworld_training/) lives in the checkout, not in the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 from transformers import AutoTokenizer
 
 from langchain_adaptive_rag.toyworld import TOY_MODEL_PATH
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
-from langchain_adaptive_rag.toyworld.data import PRACTICE_SIZES, qa_example
 from langchain_adaptive_rag.toyworld.questions import ToyQuestion, iter_questions
-from langchain_adaptive_rag.toyworld.train import TrainConfig, _build, _encode, order_layout
 from langchain_adaptive_rag.toyworld.world import PRACTICE_POOLS, generate_world
+from toyworld_training.data import PRACTICE_SIZES, qa_example
+from toyworld_training.train import TrainConfig, _build, _encode, order_layout
 
 Case = tuple[list[int], list[int], int, int]
 """Token ids, labels, index of the answer token "is", id of the right given name."""

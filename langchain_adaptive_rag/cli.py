@@ -71,6 +71,14 @@ def _demo(args: argparse.Namespace) -> int:
     if unknown:
         print(f"Unknown method(s) {unknown}; expected some of {list(AVAILABLE_METHODS)}.")
         return 2
+    if args.html:  # fail before the runs, not after them
+        from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
+
+        try:
+            require_matplotlib("adaptive-rag demo --html")
+        except ImportError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     model = load_toy_model(args.model)
     retriever = toy_retriever()
     questions = demo_questions(toy_questions(), per_category=args.per_category)
@@ -227,7 +235,8 @@ def _parser() -> argparse.ArgumentParser:
         "--per-category", type=int, default=4, help="questions per category (default 4)"
     )
     demo.add_argument(
-        "--model", help="a toy model directory from toyworld.train (default: the shipped one)"
+        "--model",
+        help="a toy model directory from toyworld_training.train (default: the shipped one)",
     )
     demo.add_argument(
         "--html", metavar="FILE", help="also write an HTML report of the decisions to FILE"

@@ -19,7 +19,6 @@ Example:
 """
 
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
-from langchain_adaptive_rag.toyworld.data import TOY_PROMPTS
 from langchain_adaptive_rag.toyworld.model import (
     TOY_MODEL_PATH,
     TOY_SEED,
@@ -29,6 +28,7 @@ from langchain_adaptive_rag.toyworld.model import (
     toy_retriever,
     toy_world,
 )
+from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
 from langchain_adaptive_rag.toyworld.questions import (
     QuestionCategory,
     QuestionType,

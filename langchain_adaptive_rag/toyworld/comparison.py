@@ -30,7 +30,7 @@ from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import RetrievalEvent
-from langchain_adaptive_rag.toyworld.data import TOY_PROMPTS
+from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
 from langchain_adaptive_rag.toyworld.questions import ToyQuestion
 
 __all__ = [

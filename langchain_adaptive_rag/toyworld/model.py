@@ -70,7 +70,7 @@ def load_toy_model(
     attn_implementation: Literal["eager", "sdpa"] = "eager",
     max_new_tokens: int = 64,
 ) -> ChatTransformers:
-    """Load the shipped toy model (or one trained by ``toyworld.train``) as a chat model.
+    """Load the shipped toy model (or one trained by ``toyworld_training``) as a chat model.
 
     Args:
         path: Model directory (default: :data:`TOY_MODEL_PATH`).

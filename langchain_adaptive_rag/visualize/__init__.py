@@ -10,6 +10,10 @@ html_page = report_html([record], title="DRAGIN on one question")
 ```
 
 Everything is drawn offline with matplotlib: no mermaid.ink, no graphviz, no pyplot state.
+matplotlib is an optional dependency, the ``plots`` extra
+(``pip install "langchain-adaptive-rag[plots]"``): records, :func:`tokens_html` and
+:func:`graph_mermaid` work without it, and a function that draws a picture raises an
+``ImportError`` that names the extra.
 """
 
 from langchain_adaptive_rag.visualize._style import Signal, default_signal

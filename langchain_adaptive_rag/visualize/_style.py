@@ -8,12 +8,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-import matplotlib as mpl
-from matplotlib.colors import Colormap, Normalize, to_hex
-
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, policy_class
 from langchain_adaptive_rag.signals import is_content_word
+from langchain_adaptive_rag.visualize._colours import colormap_hex
 from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
 
 __all__ = [
@@ -53,7 +51,8 @@ class SignalSpec:
     short: str
     """Symbol used in tooltips."""
     cmap: str
-    """Matplotlib colormap; its dark end is the uncertain end."""
+    """Colour map: a matplotlib name that ``colormap_hex`` samples; its dark end is the
+    uncertain end."""
     unit_range: bool
     """The signal lies in ``[0, 1]``."""
 
@@ -148,18 +147,14 @@ class Scale:
     lo: float
     hi: float
     threshold: float | None
-    cmap: Colormap
-
-    @property
-    def norm(self) -> Normalize:
-        """Matplotlib normalisation of the scale."""
-        return Normalize(self.lo, self.hi)
+    cmap: str
+    """Colour map name (the figures' colour bars draw matplotlib's map of that name)."""
 
     def colour(self, value: float | None) -> str:
         """Hex colour of ``value`` (light grey when not measured)."""
         if value is None:
             return "#e6e6e6"
-        return to_hex(self.cmap(self.norm(value)))
+        return colormap_hex(self.cmap, (value - self.lo) / (self.hi - self.lo))
 
     def fraction(self, value: float) -> float:
         """Position of ``value`` on the scale, in ``[0, 1]``."""
@@ -183,7 +178,7 @@ def scale_for(record: RunRecord, signal: Signal) -> Scale:
             lo, hi = min(lo, threshold), max(hi, threshold * 1.25 if threshold > 0 else threshold)
     if hi - lo < 1e-9:
         hi = lo + 1.0
-    return Scale(signal, lo, hi, threshold, mpl.colormaps[spec.cmap])
+    return Scale(signal, lo, hi, threshold, spec.cmap)
 
 
 def text_colour(background: str) -> str:

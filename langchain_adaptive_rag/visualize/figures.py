@@ -4,18 +4,18 @@
   and the threshold line where the signal is the one the method thresholds.
 - :func:`timeline_figure`: the need score of every round against the threshold, with the
   rounds that retrieved marked.
+
+matplotlib is imported when a figure is drawn (the ``plots`` extra); without it, drawing
+raises an ``ImportError`` that says how to install it.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from matplotlib.artist import Artist
-from matplotlib.axes import Axes
-from matplotlib.cm import ScalarMappable
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch, Rectangle
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
 from langchain_adaptive_rag.visualize._style import (
     ROUTES,
     SPECS,
@@ -34,6 +34,11 @@ from langchain_adaptive_rag.visualize._style import (
     trigger_tokens,
 )
 from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["timeline_figure", "tokens_figure"]
 
@@ -81,9 +86,20 @@ def tokens_figure(record: RunRecord, signal: Signal = "entropy") -> Figure:
 
     Returns:
         A matplotlib figure (no pyplot state involved).
+
+    Raises:
+        ImportError: matplotlib is not installed (the ``plots`` extra).
     """
     check_record(record, "tokens_figure")
     scale = scale_for(record, check_signal(signal))
+    require_matplotlib("tokens_figure")
+    import matplotlib as mpl
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     rounds = [r for r in record.rounds if r.tokens]
     text_w = _FIG_W - 2 * _SIDE
     wraps = [_wrap(r.tokens, text_w) for r in rounds]
@@ -112,7 +128,8 @@ def tokens_figure(record: RunRecord, signal: Signal = "entropy") -> Figure:
         va="center",
     )
     cax = axes_at(top - 0.55, 0.14, width=3.2)
-    bar = fig.colorbar(ScalarMappable(scale.norm, scale.cmap), cax=cax, orientation="horizontal")
+    mappable = ScalarMappable(Normalize(scale.lo, scale.hi), mpl.colormaps[scale.cmap])
+    bar = fig.colorbar(mappable, cax=cax, orientation="horizontal")
     bar.set_label(SPECS[signal].label, fontsize=8, labelpad=1)
     bar.ax.tick_params(labelsize=7)
     if scale.threshold is not None:
@@ -175,6 +192,8 @@ def _round_title(record: RunRecord, round_: Round) -> str:
 def _draw_text_panel(
     ax: Axes, round_: Round, placed: list[tuple[int, float, str]], scale: Scale, height: float
 ) -> None:
+    from matplotlib.patches import Rectangle
+
     ax.set_xlim(0, _FIG_W - 2 * _SIDE)
     ax.set_ylim(-height, 0)
     ax.set_axis_off()
@@ -297,8 +316,16 @@ def timeline_figure(record: RunRecord) -> Figure:
 
     Returns:
         A matplotlib figure.
+
+    Raises:
+        ImportError: matplotlib is not installed (the ``plots`` extra).
     """
     check_record(record, "timeline_figure")
+    require_matplotlib("timeline_figure")
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     scores, reported, found = _round_scores(record)
     count = len(record.rounds)
     fig = Figure(figsize=(max(6.5, min(11.0, 3.0 + 0.6 * count)), 3.6))

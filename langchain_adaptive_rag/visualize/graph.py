@@ -5,7 +5,8 @@ LangGraph's ``draw_mermaid_png()`` sends the drawing to the mermaid.ink web serv
 ``__end__`` (longest path over the graph without its loops) and drawn with matplotlib.
 Edges between neighbouring layers are straight; longer edges run in lanes at the right
 (forward) or left (back to an earlier node) of the column. Conditional edges are dashed
-and labelled with the router's path name.
+and labelled with the router's path name. The mermaid text and the layout need no
+matplotlib; the pictures import it when they are drawn (the ``plots`` extra).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import matplotlib as mpl
 from langchain_core.runnables.graph import Graph
-from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DrawableGraph",
@@ -262,7 +264,14 @@ def graph_figure(graph: DrawableGraph | Graph, *, title: str | None = None) -> F
 
     Returns:
         The figure (sized in inches to the layout).
+
+    Raises:
+        ImportError: matplotlib is not installed (the ``plots`` extra).
     """
+    require_matplotlib("graph_figure")
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
     layout = layout_graph(graph)
     heading = title if title is not None else str(getattr(graph, "name", "") or "graph")
     fig = Figure(figsize=(layout.width, layout.height + 0.05))
@@ -360,6 +369,8 @@ def draw_graph(graph: DrawableGraph | Graph, path: str | Path, *, dpi: int = 150
 
     Raises:
         AdaptiveRAGError: The suffix is not one of ``.png``, ``.svg``, ``.mmd``.
+        ImportError: A ``.png`` or ``.svg`` is asked for and matplotlib is not installed
+            (the ``plots`` extra).
     """
     out = Path(path)
     suffix = out.suffix.lower()
@@ -372,6 +383,9 @@ def draw_graph(graph: DrawableGraph | Graph, path: str | Path, *, dpi: int = 150
     if suffix == ".mmd":
         out.write_text(graph_mermaid(graph), encoding="utf-8")
         return out
+    require_matplotlib(f"draw_graph (to {suffix})")
+    import matplotlib as mpl
+
     fig = graph_figure(graph)
     # keep SVG text as <text> (searchable, selectable) rather than glyph outlines
     with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adaptive-rag"}):

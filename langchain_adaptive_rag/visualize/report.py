@@ -1,4 +1,7 @@
-"""A self-contained HTML report of several runs (inline CSS, pictures as base64 PNG)."""
+"""A self-contained HTML report of several runs (inline CSS, pictures as base64 PNG).
+
+The report's pictures are drawn with matplotlib (the ``plots`` extra).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +10,18 @@ import html
 import io
 import re
 from collections.abc import Mapping, Sequence
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
 from langchain_adaptive_rag.visualize._style import default_signal
 from langchain_adaptive_rag.visualize.figures import timeline_figure, tokens_figure
 from langchain_adaptive_rag.visualize.graph import DrawableGraph, graph_figure
 from langchain_adaptive_rag.visualize.html_view import tokens_html
 from langchain_adaptive_rag.visualize.record import RunRecord
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["figure_png_base64", "markdown_table_html", "report_html"]
 
@@ -151,6 +157,7 @@ def report_html(
 
     Raises:
         AdaptiveRAGError: ``records`` holds something other than RunRecords.
+        ImportError: matplotlib is not installed (the ``plots`` extra).
     """
     if isinstance(records, (str, RunRecord)) or not isinstance(records, Sequence):
         bad = [type(records).__name__]
@@ -164,6 +171,8 @@ def report_html(
             "report_html([record_run(graph, question), ...], title=...)."
         )
         raise AdaptiveRAGError(msg)
+    if records or graphs:
+        require_matplotlib("report_html")  # its pictures
     parts = [f"<h1>{html.escape(title)}</h1>"]
     if summary_table_markdown:
         parts.append(f"<h3>Summary</h3>{markdown_table_html(summary_table_markdown)}")

@@ -11,10 +11,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from langchain_adaptive_rag.prompts import extract_answer
 from langchain_adaptive_rag.toyworld import TOY_MODEL_PATH
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
-from langchain_adaptive_rag.toyworld.data import PRACTICE_SIZES, qa_example
 from langchain_adaptive_rag.toyworld.questions import iter_questions
-from langchain_adaptive_rag.toyworld.train import greedy_answer
 from langchain_adaptive_rag.toyworld.world import PRACTICE_POOLS, generate_world
+from toyworld_training.data import PRACTICE_SIZES, qa_example
+from toyworld_training.train import greedy_answer
 
 
 @pytest.mark.parametrize("seed", [777_001, 777_002])

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import langchain_adaptive_rag
+
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED_ALL = [
     "AVAILABLE_METHODS",
@@ -60,3 +65,14 @@ def test_docs_home_page_is_the_readme() -> None:
     for line in readme.splitlines():  # every page the README links exists
         for target in line.split("](docs/")[1:]:
             assert (root / "docs" / target.split(")")[0]).exists(), target
+
+
+def test_the_package_does_not_import_the_training_code() -> None:
+    """toyworld_training/ stays out of the wheel, so nothing the wheel ships may import it."""
+    importing = re.compile(r"^\s*(from|import)\s+toyworld_training\b", re.MULTILINE)
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "langchain_adaptive_rag").rglob("*.py"))
+        if importing.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not found

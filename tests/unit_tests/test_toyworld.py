@@ -28,8 +28,8 @@ from langchain_adaptive_rag.toyworld import (
     training_questions,
 )
 from langchain_adaptive_rag.toyworld.corpus import birth_sentence, director_sentence
-from langchain_adaptive_rag.toyworld.data import ExampleMix, knowledge_text, qa_example
 from tests.trace_options import trace_options
+from toyworld_training.data import ExampleMix, knowledge_text, qa_example
 
 
 @pytest.fixture(scope="module")
@@ -200,17 +200,12 @@ def test_prompt_format_matches_build_prompt(world) -> None:
 @pytest.mark.slow
 def test_quick_training_run_produces_a_loadable_model(tmp_path: Path) -> None:
     out = tmp_path / "toy"
+    root = Path(__file__).resolve().parents[2]  # toyworld_training/ is in the checkout only
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "langchain_adaptive_rag.toyworld.train",
-            "--out",
-            str(out),
-            "--quick",
-        ],
+        [sys.executable, "-m", "toyworld_training.train", "--out", str(out), "--quick"],
         check=True,
         timeout=600,
+        cwd=root,
     )
     chat = ChatTransformers(model=str(out), attn_implementation="eager", max_new_tokens=8)
     trace = chat.generate_trace("Question: Who directed the film Lost Tower?\nAnswer:")[0]

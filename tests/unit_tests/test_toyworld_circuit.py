@@ -11,12 +11,12 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.toyworld.circuit import (
+from toyworld_training.circuit import (
     install_reading_circuit,
     offset_biases,
     rotary_frequencies,
 )
-from langchain_adaptive_rag.toyworld.train import TrainConfig, build_model
+from toyworld_training.train import TrainConfig, build_model
 
 
 def _rotate(vector: np.ndarray, position: int, frequencies: np.ndarray) -> np.ndarray:

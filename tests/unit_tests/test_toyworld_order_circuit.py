@@ -13,15 +13,15 @@ from transformers import AutoTokenizer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.toyworld import TOY_MODEL_PATH
-from langchain_adaptive_rag.toyworld.circuit import install_reading_circuit, rotary_frequencies
-from langchain_adaptive_rag.toyworld.order_circuit import (
+from langchain_adaptive_rag.toyworld.world import WORLD_POOLS, YEARS
+from toyworld_training.circuit import install_reading_circuit, rotary_frequencies
+from toyworld_training.order_circuit import (
     OrderCircuit,
     OrderLayout,
     window_biases,
     year_position,
 )
-from langchain_adaptive_rag.toyworld.train import TrainConfig, _build, order_layout
-from langchain_adaptive_rag.toyworld.world import WORLD_POOLS, YEARS
+from toyworld_training.train import TrainConfig, _build, order_layout
 
 FIRST = WORLD_POOLS.first_names[:12]
 LAST = WORLD_POOLS.last_names[:6]

@@ -239,6 +239,25 @@ def test_unknown_signal_is_refused(dragin_record: RunRecord) -> None:
         tokens_html({"question": QUESTION}, "rind")  # type: ignore[arg-type]
 
 
+def test_html_colours_are_matplotlibs(dragin_record: RunRecord) -> None:
+    """The views' own colour maps (no matplotlib needed) colour exactly as matplotlib's."""
+    from matplotlib.colors import Normalize, to_hex
+
+    from langchain_adaptive_rag.visualize._colours import COLORMAP_NAMES, colormap_hex
+    from langchain_adaptive_rag.visualize._style import SPECS, scale_for
+
+    assert {spec.cmap for spec in SPECS.values()} <= set(COLORMAP_NAMES)
+    grid = [*np.linspace(-0.1, 1.1, 2401), *(i / 256 for i in range(257)), -1e-12, 1 - 1e-12]
+    for name in COLORMAP_NAMES:
+        cmap = mpl.colormaps[name]
+        assert [colormap_hex(name, x) for x in grid] == [to_hex(cmap(x)) for x in grid], name
+    for signal in ("entropy", "probability", "rind", "attention"):
+        scale = scale_for(dragin_record, signal)
+        norm, cmap = Normalize(scale.lo, scale.hi), mpl.colormaps[SPECS[signal].cmap]
+        values = [scale.lo + (scale.hi - scale.lo) * k / 97 for k in range(-5, 103)]
+        assert [scale.colour(v) for v in values] == [to_hex(cmap(norm(v))) for v in values]
+
+
 def test_report_page_is_self_contained(
     dragin_record: RunRecord, flare_record: RunRecord, seakr_record: RunRecord
 ) -> None:

@@ -30,11 +30,7 @@ import numpy as np
 import torch
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.toyworld.circuit import (
-    ReadingCircuit,
-    _orthonormal,
-    rotary_frequencies,
-)
+from toyworld_training.circuit import ReadingCircuit, _orthonormal, rotary_frequencies
 
 __all__ = ["OrderCircuit", "OrderLayout", "window_biases", "year_position"]
 
@@ -145,8 +141,7 @@ class OrderCircuit:
 
     Args:
         model: A ``LlamaForCausalLM`` with the reading circuit installed.
-        reading: What :func:`~langchain_adaptive_rag.toyworld.circuit.install_reading_circuit`
-            returned.
+        reading: What :func:`~toyworld_training.circuit.install_reading_circuit` returned.
         layout: Token ids and distances of the comparison answer.
         head: The layer-1 head to use (one the reading circuit left free).
         embedding_gain: Norm of each year direction in a year's embedding, relative to

@@ -1,16 +1,15 @@
 """Train the toy model: a byte-level BPE tokenizer and a small Llama, deterministic given a seed.
 
-Run ``python -m langchain_adaptive_rag.toyworld.train --out DIR [--quick] [--device D]``.
-The script trains the tokenizer on the pool words and templates (every name, title, city
-and year is one token), then the model. Its first two layers start as the reading circuit
-(:mod:`~langchain_adaptive_rag.toyworld.circuit`) and the year-order circuit
-(:mod:`~langchain_adaptive_rag.toyworld.order_circuit`, held for the first
-``order_hold`` share of the steps). Training first copies random word lists only (until it
-copies, which ties the reading circuit to the output), then follows the
-:class:`~langchain_adaptive_rag.toyworld.data.ExampleMix` stream, with the loss on answer
-tokens only, AdamW with warm-up and cosine decay, and logs a held-out probe (closed-book
-known, reading unknown) every ``eval_every`` steps. The weights are saved in float16 with
-the tokenizer and its chat template.
+Run from the repository root: ``python -m toyworld_training.train --out DIR [--quick]
+[--device D]``. The script trains the tokenizer on the pool words and templates (every
+name, title, city and year is one token), then the model. Its first two layers start as
+the reading circuit (:mod:`toyworld_training.circuit`) and the year-order circuit
+(:mod:`toyworld_training.order_circuit`, held for the first ``order_hold`` share of the
+steps). Training first copies random word lists only (until it copies, which ties the
+reading circuit to the output), then follows the :class:`toyworld_training.data.ExampleMix`
+stream, with the loss on answer tokens only, AdamW with warm-up and cosine decay, and logs
+a held-out probe (closed-book known, reading unknown) every ``eval_every`` steps. The
+weights are saved in float16 with the tokenizer and its chat template.
 """
 
 from __future__ import annotations
@@ -29,21 +28,16 @@ import torch
 
 from langchain_adaptive_rag.prompts import extract_answer
 from langchain_adaptive_rag.testing import SPECIAL_TOKENS, train_tokenizer
-from langchain_adaptive_rag.toyworld.circuit import install_reading_circuit
 from langchain_adaptive_rag.toyworld.corpus import build_corpus
-from langchain_adaptive_rag.toyworld.data import (
-    ExampleMix,
-    TrainingExample,
-    qa_example,
-    tokenizer_text,
-)
-from langchain_adaptive_rag.toyworld.order_circuit import OrderCircuit, OrderLayout
 from langchain_adaptive_rag.toyworld.questions import (
     ToyQuestion,
     comparison_question,
     evaluation_questions,
 )
 from langchain_adaptive_rag.toyworld.world import YEARS, Person, ToyWorld, generate_world
+from toyworld_training.circuit import install_reading_circuit
+from toyworld_training.data import ExampleMix, TrainingExample, qa_example, tokenizer_text
+from toyworld_training.order_circuit import OrderCircuit, OrderLayout
 
 __all__ = ["TrainConfig", "build_model", "build_tokenizer", "main", "order_layout", "train"]
 
@@ -97,18 +91,17 @@ class TrainConfig:
     """Running copy loss that ends the copy phase."""
     reading_offsets: int = 5
     """``r`` of the reading circuit set at initialisation (0: none; see
-    :mod:`~langchain_adaptive_rag.toyworld.circuit`): the match heads vote on runs of up to
-    ``r`` context tokens."""
+    :mod:`~toyworld_training.circuit`): the match heads vote on runs of up to ``r`` context
+    tokens."""
     order_circuit: bool = True
     """Set the year-order circuit at initialisation (see
-    :mod:`~langchain_adaptive_rag.toyworld.order_circuit`): year directions in the
-    embeddings and an order head in layer 1 for "Who was born first?". Needs a reading
-    circuit of at least 5 offsets (a given name stands 5 tokens before its birth year) and
-    a free head."""
+    :mod:`~toyworld_training.order_circuit`): year directions in the embeddings and an
+    order head in layer 1 for "Who was born first?". Needs a reading circuit of at least 5
+    offsets (a given name stands 5 tokens before its birth year) and a free head."""
     order_hold: float = 0.5
     """Leading share of the steps after each of which the order circuit is set again
-    (:meth:`~langchain_adaptive_rag.toyworld.order_circuit.OrderCircuit.hold`; 0: set at
-    initialisation only)."""
+    (:meth:`~toyworld_training.order_circuit.OrderCircuit.hold`; 0: set at initialisation
+    only)."""
     order_recalibrate: int = 20
     """Steps between recalibrations of a held order circuit."""
     order_copy_scale: float = 20.0
@@ -463,7 +456,7 @@ def save(model: torch.nn.Module, tokenizer: object, out: str | Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m langchain_adaptive_rag.toyworld.train --out DIR [--quick]``.
+    """Command line: ``python -m toyworld_training.train --out DIR [--quick]``.
 
     Args:
         argv: Arguments (default: ``sys.argv[1:]``).

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from langchain_adaptive_rag.graphs.ta_are import DECISION_INSTRUCTION
-from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
+from langchain_adaptive_rag.prompts import build_prompt
 from langchain_adaptive_rag.state import RetrievedDoc
 from langchain_adaptive_rag.toyworld.corpus import build_corpus, film_passage, person_passage
+from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
 from langchain_adaptive_rag.toyworld.questions import (
     ToyQuestion,
     compositional_question,
@@ -41,7 +42,6 @@ from langchain_adaptive_rag.toyworld.world import (
 )
 
 __all__ = [
-    "TOY_PROMPTS",
     "ExampleMix",
     "TrainingExample",
     "decision_prompt",
@@ -49,12 +49,6 @@ __all__ = [
     "qa_example",
     "tokenizer_text",
 ]
-
-TOY_PROMPTS = QAPrompts(exemplars=(), forced_answer=" So the answer is")
-"""Prompts of the toy world: the shared format without exemplars (short prompts). A forced
-answer ends at "is" without the reference code's trailing space: the toy tokenizer's
-answers are single tokens that carry their leading space (" 1902"), so a prompt ending in
-a space asks for a token the model never saw there."""
 
 PRACTICE_SIZES = WorldSizes(
     known_films=12,
