@@ -38,7 +38,12 @@ from langchain_adaptive_rag.evaluation.datasets import (
     Example,
     canonical_dataset_name,
 )
-from langchain_adaptive_rag.evaluation.results import RUN_FILE, check_run_dir, read_results
+from langchain_adaptive_rag.evaluation.results import (
+    RUN_FILE,
+    check_run_dir,
+    read_results,
+    read_settings,
+)
 from langchain_adaptive_rag.evaluation.runner import run_evaluation
 from langchain_adaptive_rag.evaluation.setup import (
     PACKAGE_PROMPTS,
@@ -257,8 +262,13 @@ def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) ->
 
 
 def _all_answered(out: str, examples: Sequence[Example], *, retry_errors: bool) -> bool:
-    """Whether the run directory already holds a result for every question."""
-    if not (Path(out) / RUN_FILE).exists():
+    """Whether the run directory already holds a result for every question.
+
+    ``False`` also when ``run.json`` is missing or torn: the run then rewrites it.
+    """
+    try:
+        read_settings(Path(out) / RUN_FILE)
+    except (AdaptiveRAGError, OSError):
         return False
     answered = {
         str(record["id"])
@@ -331,6 +341,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     if report is None:
         print(format_table([row], "markdown"), end="")
         return 0
+    for repair in report.repairs:
+        print(f"note: {repair}", file=sys.stderr)
     print(
         f"\n{report.new} answered now, {report.skipped} earlier, {report.errors} failed; "
         f"results in {Path(args.out) / 'results.jsonl'}\n"
