@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.evaluation.run_lock import run_dir_holder
 
 __all__ = [
     "RESULTS_FILE",
@@ -282,7 +283,10 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _remove_stale_temporaries(out: Path) -> None:
-    """Delete the temporary ``run.json`` files of runs killed while writing it."""
+    """Delete the temporary ``run.json`` files of runs killed while writing it.
+
+    Only called with the directory's lock held, so no live run is writing one.
+    """
     for stale in out.glob(f".{RUN_FILE}.*.tmp"):
         stale.unlink(missing_ok=True)
 
@@ -372,9 +376,9 @@ def _check_contents(out: Path, settings: RunSettings, resume: bool) -> int:
 def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = True) -> int:
     """Check, without changing anything, that a run with ``settings`` may use ``out_dir``.
 
-    Call it before loading a model to fail early; :func:`run_evaluation` checks again.
-    A ``run.json`` that is empty or cut short (a crash while an older release wrote it)
-    counts as absent: the run will rewrite it.
+    Call it before loading a model to fail early; :func:`run_evaluation` checks again
+    with the directory's lock held. A ``run.json`` that is empty or cut short (a crash
+    while an older release wrote it) counts as absent: the run will rewrite it.
 
     Args:
         out_dir: The run directory (it need not exist).
@@ -385,12 +389,16 @@ def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = Tr
         How many question results the directory already holds.
 
     Raises:
-        AdaptiveRAGError: The path is a file or cannot be created, the directory was
-            made with other settings (the error lists
+        AdaptiveRAGError: The path is a file or cannot be created, another run holds the
+            directory's lock, the directory was made with other settings (the error lists
             each difference), holds results without ``run.json``, holds results while
             ``resume`` is ``False``, or has a broken ``results.jsonl``.
     """
     out = Path(out_dir)
+    _check_usable(out)
+    busy = run_dir_holder(out) if out.is_dir() else None
+    if busy is not None:
+        raise busy
     return _check_contents(out, settings, resume)
 
 
@@ -404,7 +412,7 @@ class RunStart(NamedTuple):
 
 
 def start_run(out: Path, settings: RunSettings, resume: bool) -> RunStart:
-    """Open a run directory: check it, repair it, write ``run.json``.
+    """Open a run directory whose lock the caller holds: check, repair, write ``run.json``.
 
     ``run.json`` is written (atomically) only when it is missing, torn, or differs from
     ``settings`` in an uncompared field (``limit``).

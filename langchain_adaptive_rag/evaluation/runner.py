@@ -6,7 +6,9 @@ result to ``results.jsonl`` in the run directory as soon as it finishes (see
 same directory skips the ids already there (a last line cut short by a crash is dropped
 and its question answered again) and refuses to mix results when the settings differ
 (``limit`` may change: it only selects how many questions are asked). Ctrl-C stops the
-run; every finished question is kept.
+run; every finished question is kept. A run holds an exclusive lock on its directory
+(:mod:`~langchain_adaptive_rag.evaluation.run_lock`) from start to end, so a second run
+on the same directory is refused instead of answering every question again.
 :func:`summarize` and :func:`compare_runs` (from
 :mod:`~langchain_adaptive_rag.evaluation.summary`) turn run directories into tables.
 """
@@ -46,6 +48,7 @@ from langchain_adaptive_rag.evaluation.results import (
     read_results,
     start_run,
 )
+from langchain_adaptive_rag.evaluation.run_lock import RunDirLock
 from langchain_adaptive_rag.evaluation.summary import (
     SUMMARY_CSV,
     SUMMARY_MD,
@@ -332,7 +335,9 @@ def run_evaluation(
 
     Raises:
         AdaptiveRAGError: Duplicate ids, a bad ``concurrency``, an output path that is a
-            file, a run directory made with other settings, or a broken ``results.jsonl``.
+            file, a run directory another run holds (see
+            :class:`~langchain_adaptive_rag.evaluation.run_lock.RunDirLock`) or made with
+            other settings, or a broken ``results.jsonl``.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         msg = f"Received concurrency={concurrency!r}; expected an integer >= 1."
@@ -340,9 +345,10 @@ def run_evaluation(
     _check_ids(examples)
     out = Path(out_dir)
     check_run_dir(out, settings, resume=resume)  # fail before creating anything
-    return _run_locked(
-        graph, examples, out, settings, resume, concurrency, progress, retry_errors, fail_fast
-    )
+    with RunDirLock(out):
+        return _run_locked(
+            graph, examples, out, settings, resume, concurrency, progress, retry_errors, fail_fast
+        )
 
 
 def _run_locked(

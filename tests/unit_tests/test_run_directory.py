@@ -1,4 +1,4 @@
-"""A run directory survives crashes: run.json is written atomically, a torn one recovered.
+"""A run directory survives crashes and refuses a second run: run.json and the run lock.
 
 The crash tests fork real processes that run an evaluation and SIGKILL them at chosen
 points (a hook blocks the child there) or after small delays, then resume.
@@ -22,7 +22,9 @@ import pytest
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation import Example, check_run_dir, run_evaluation, summarize
+from langchain_adaptive_rag.evaluation import run_lock as run_lock_module
 from langchain_adaptive_rag.evaluation.results import RunSettings
+from langchain_adaptive_rag.evaluation.run_lock import RunDirLock, run_dir_holder
 from langchain_adaptive_rag.evaluation.runner import RunReport
 from langchain_adaptive_rag.state import AdaptiveRAGInput
 
@@ -162,7 +164,15 @@ def _child(out: str, stage: str, limit: int | None, conn: Connection) -> None:
         conn.send(stage)
         time.sleep(60)  # the parent kills us here
 
-    if stage in ("fsync-temporary", "fsync-directory"):
+    if stage == "lock":
+        acquire = RunDirLock.acquire
+
+        def hooked_acquire(self: RunDirLock) -> None:
+            acquire(self)
+            reached()
+
+        RunDirLock.acquire = hooked_acquire  # type: ignore[method-assign]
+    elif stage in ("fsync-temporary", "fsync-directory"):
         fsync, calls = os.fsync, [0]
 
         def hooked_fsync(fd: int) -> None:
@@ -244,6 +254,8 @@ def _check_consistent(out: Path) -> None:
 @needs_fork
 def test_sigkill_anywhere_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
+    _kill_at(out, "lock")  # the lock is held, nothing written yet
+    assert not (out / "run.json").exists()
     _kill_at(out, "fsync-temporary")  # run.json's temporary file written, not yet renamed
     _kill_at(out, "replace")
     assert not (out / "run.json").exists() and list(out.glob(".run.json.*.tmp"))
@@ -268,3 +280,68 @@ def test_sigkill_anywhere_then_resume_loses_and_duplicates_nothing(tmp_path: Pat
     assert stored_run_json(out)["limit"] is None
     assert not list(out.glob(".run.json.*.tmp"))  # killed writers' leftovers are removed
     assert run(out).new == 0
+
+
+# --------------------------------------------------------------------------------------
+# One run at a time per directory
+
+
+def test_a_second_run_in_the_same_process_is_refused(tmp_path: Path) -> None:
+    refused: list[str] = []
+
+    def second_run(question: str) -> None:
+        if question == EXAMPLES[1].question:
+            with pytest.raises(AdaptiveRAGError) as info:
+                run(tmp_path)
+            refused.append(str(info.value))
+            with pytest.raises(AdaptiveRAGError, match="is in use"):
+                check_run_dir(tmp_path, SETTINGS)
+
+    report = run(tmp_path, CountingGraph(before=second_run))
+    (message,) = refused
+    assert f"The run directory {tmp_path} is in use: another run (process {os.getpid()})" in message
+    assert "Fix: wait for that run to finish" in message and "(--out)" in message
+    assert report.new == 8 and result_ids(tmp_path) == [e.id for e in EXAMPLES]
+    assert run_dir_holder(tmp_path) is None  # released at the end
+    assert check_run_dir(tmp_path, SETTINGS) == 8
+
+
+@needs_fork
+def test_a_run_in_another_process_is_refused_until_it_is_killed(tmp_path: Path) -> None:
+    process, receiver = _start(tmp_path, "answer:3")
+    assert receiver.poll(20) and receiver.recv() == "answer:3"
+    with pytest.raises(AdaptiveRAGError, match=rf"another run \(process {process.pid}\)"):
+        run(tmp_path)
+    busy = run_dir_holder(tmp_path)
+    assert busy is not None and str(tmp_path) in str(busy)
+    assert result_ids(tmp_path) == ["q0", "q1", "q2"]  # the refused run wrote nothing
+    process.kill()
+    process.join(10)
+    assert run_dir_holder(tmp_path) is None  # the OS released the killed run's lock
+    graph = CountingGraph()
+    report = run(tmp_path, graph)
+    assert report.skipped == 3 and graph.questions == [e.question for e in EXAMPLES[3:]]
+    assert result_ids(tmp_path) == [e.id for e in EXAMPLES]
+
+
+def test_two_lock_objects_conflict_and_release(tmp_path: Path) -> None:
+    first = RunDirLock(tmp_path / "new")
+    with first:
+        assert first.held and (tmp_path / "new" / "run.lock").read_text() == f"{os.getpid()}\n"
+        with pytest.raises(AdaptiveRAGError, match="is in use"):
+            RunDirLock(tmp_path / "new").acquire()
+        with pytest.raises(AdaptiveRAGError, match="already held by this object"):
+            first.acquire()
+    assert not first.held
+    with RunDirLock(tmp_path / "new"):
+        pass
+
+
+def test_the_exclusive_file_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_lock_module, "_BACKEND", "exclusive-file")
+    with RunDirLock(tmp_path) as lock:
+        assert lock.path.name == "run.lock.pid"
+        with pytest.raises(AdaptiveRAGError, match=r"delete .*run\.lock\.pid"):
+            RunDirLock(tmp_path).acquire()
+        assert run_dir_holder(tmp_path) is not None
+    assert not (tmp_path / "run.lock.pid").exists() and run_dir_holder(tmp_path) is None
