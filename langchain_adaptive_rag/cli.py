@@ -15,7 +15,10 @@ from langchain_core.retrievers import BaseRetriever
 from tqdm.auto import tqdm
 
 from langchain_adaptive_rag.chat_models import ChatTransformers
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.cli import add_eval_commands
+from langchain_adaptive_rag.evaluation.paths import check_output_file
+from langchain_adaptive_rag.evaluation.setup import load_chat_model
 from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
 from langchain_adaptive_rag.retrievers.cli import add_index_command
@@ -71,7 +74,25 @@ def _demo(args: argparse.Namespace) -> int:
     if unknown:
         print(f"Unknown method(s) {unknown}; expected some of {list(AVAILABLE_METHODS)}.")
         return 2
-    model = load_toy_model(args.model)
+    if args.html:
+        check_output_file(args.html, what="report file", option="--html")
+    if args.model is not None and not (Path(args.model) / "config.json").is_file():
+        msg = (
+            f"Received --model {args.model!r}, which is not a model directory (no "
+            "config.json); expected a toy model directory written by toyworld.train. Fix: "
+            "point --model at it, or leave --model out for the shipped toy model."
+        )
+        raise AdaptiveRAGError(msg)
+    try:
+        model = load_toy_model(args.model)
+    except Exception as exc:  # transformers, safetensors and torch raise many kinds
+        which = repr(args.model) if args.model else "shipped with the package"
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        msg = (
+            f"Could not load the toy model {which} ({why}). Expected a model directory "
+            "whose files load with transformers. Fix: train or copy it again."
+        )
+        raise AdaptiveRAGError(msg) from None
     retriever = toy_retriever()
     questions = demo_questions(toy_questions(), per_category=args.per_category)
     print(
@@ -152,11 +173,8 @@ def _signals(args: argparse.Namespace) -> int:
     """Signals of one generation with any model, then a DRAGIN run over four passages."""
     model_path = args.model or str(_demo_model_dir())
     print(f"Loading {model_path} (eager attention) ...")
-    chat = ChatTransformers(
-        model=model_path,
-        attn_implementation="eager",
-        max_new_tokens=args.max_new_tokens,
-        use_chat_template=False,
+    chat = load_chat_model(
+        model_path, attn_implementation="eager", max_new_tokens=args.max_new_tokens
     )
     print(f"Prompt: {args.prompt!r}")
     trace = chat.generate_trace(
@@ -228,7 +246,7 @@ def _parser() -> argparse.ArgumentParser:
         "--methods", help=f"comma-separated subset of {','.join(AVAILABLE_METHODS)} (default: all)"
     )
     demo.add_argument(
-        "--per-category", type=int, default=4, help="questions per category (default 4)"
+        "--per-category", type=_positive, default=4, help="questions per category (default 4)"
     )
     demo.add_argument(
         "--model", help="a toy model directory from toyworld.train (default: the shipped one)"
@@ -243,7 +261,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model", help="hub id or local model directory (default: a tiny random Llama)"
     )
     signals.add_argument("--prompt", default=DEMO_PROMPT, help="completion prompt")
-    signals.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate")
+    signals.add_argument("--max-new-tokens", type=_positive, default=16, help="tokens to generate")
     add_eval_commands(commands)
     add_index_command(commands)
     return parser
@@ -263,17 +281,18 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"transformers(\.|$)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line.
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"received {text!r}; expected an integer >= 1"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
-    Args:
-        argv: Arguments (default: ``sys.argv[1:]``).
 
-    Returns:
-        The exit status.
-    """
-    parser = _parser()
-    args = parser.parse_args(argv)
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _quiet_libraries()
     if args.command == "demo":
         return _demo(args)
@@ -285,6 +304,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover
     return 2  # pragma: no cover
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Every failure the user can fix ends in one line, ``error: ...`` with the fix, and a
+    non-zero status (2 for bad input, 1 for a file the system refused to read or write);
+    Ctrl-C ends in one line and status 130. Neither prints a traceback.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status.
+    """
+    try:
+        parser = _parser()
+        args = parser.parse_args(argv)
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        print("\nInterrupted (Ctrl-C).", file=sys.stderr)
+        return 130
+    except AdaptiveRAGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

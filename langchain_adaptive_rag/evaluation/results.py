@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.evaluation.paths import check_output_dir
 from langchain_adaptive_rag.evaluation.run_lock import run_dir_holder
 
 __all__ = [
@@ -319,34 +320,7 @@ def _check_settings(
 
 def _check_usable(out: Path) -> None:
     """The run directory exists as a directory, or can be created (checked, not made)."""
-    if out.exists():
-        if not out.is_dir():
-            msg = (
-                f"Received the output directory {str(out)!r}, which is a file; expected a "
-                "run directory (it is created when missing). Fix: pick another output "
-                "directory (--out), or move the file away."
-            )
-            raise AdaptiveRAGError(msg)
-        probe, need = out, "write to"
-    else:
-        probe = out.parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir():
-            msg = (
-                f"Received the output directory {str(out)!r}, but {str(probe)!r} on its "
-                "path is a file; expected a path whose folders can be created. Fix: pick "
-                "another output directory (--out)."
-            )
-            raise AdaptiveRAGError(msg)
-        need = "create folders in"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        msg = (
-            f"Received the output directory {str(out)!r}, but this user may not {need} "
-            f"{str(probe)!r}; expected a writable location. Fix: pick another output "
-            "directory (--out) or change the folder's permissions."
-        )
-        raise AdaptiveRAGError(msg)
+    check_output_dir(out, what="output directory", option="output directory (--out)")
 
 
 def _check_contents(out: Path, settings: RunSettings, resume: bool) -> int:
