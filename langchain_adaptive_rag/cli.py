@@ -32,13 +32,22 @@ __all__ = ["main"]
 DEMO_PROMPT = "Question: When was the director of film Blue Harbour born?\nAnswer:"
 
 
-def _demo_model_dir() -> Path:
+def _load_demo_model(max_new_tokens: int) -> ChatTransformers:
+    """Build the tiny random Llama in a private temporary folder, load it, remove the folder.
+
+    The folder is new for each call (``tempfile.TemporaryDirectory``: mode 0o700, a
+    random name), so no file another user placed in the shared temporary directory can be
+    loaded in its place.
+    """
     from langchain_adaptive_rag.testing import create_tiny_model
 
-    path = Path(tempfile.gettempdir()) / "langchain-adaptive-rag-demo" / "tiny-llama"
-    if not (path / "config.json").exists():
-        create_tiny_model(path, architecture="llama", hidden_size=64, num_layers=2, seed=0)
-    return path
+    with tempfile.TemporaryDirectory(prefix="adaptive-rag-signals-") as folder:
+        path = create_tiny_model(
+            Path(folder) / "tiny-llama", architecture="llama", hidden_size=64, num_layers=2, seed=0
+        )
+        return load_chat_model(
+            str(path), attn_implementation="eager", max_new_tokens=max_new_tokens
+        )
 
 
 def _signal_table(trace: GenerationTrace) -> str:
@@ -171,11 +180,14 @@ def _pick_trace(results: Sequence[QuestionResult]) -> QuestionResult:
 
 def _signals(args: argparse.Namespace) -> int:
     """Signals of one generation with any model, then a DRAGIN run over four passages."""
-    model_path = args.model or str(_demo_model_dir())
-    print(f"Loading {model_path} (eager attention) ...")
-    chat = load_chat_model(
-        model_path, attn_implementation="eager", max_new_tokens=args.max_new_tokens
-    )
+    if args.model is None:
+        print("Building a tiny random Llama in a private temporary folder (eager attention) ...")
+        chat = _load_demo_model(args.max_new_tokens)
+    else:
+        print(f"Loading {args.model} (eager attention) ...")
+        chat = load_chat_model(
+            args.model, attn_implementation="eager", max_new_tokens=args.max_new_tokens
+        )
     print(f"Prompt: {args.prompt!r}")
     trace = chat.generate_trace(
         args.prompt,
