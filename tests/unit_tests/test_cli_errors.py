@@ -290,3 +290,17 @@ def test_eval_reports_a_rewritten_torn_run_json(
     assert main(eval_argv(data, out)) == 0  # now healthy: answered without a model
     assert "every question is already answered" in capsys.readouterr().out
     assert len(loads) == 2
+
+
+def test_a_file_the_system_refuses_is_one_line_and_status_1(
+    tmp_path: Path,
+    data: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied", str(data))
+
+    monkeypatch.setattr(eval_cli, "prepare_evaluation", refuse)
+    assert main(eval_argv(data, tmp_path / "out")) == 1
+    assert one_error_line(capsys) == f"error: [Errno 13] Permission denied: '{data}'"
