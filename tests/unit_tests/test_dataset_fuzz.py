@@ -331,7 +331,7 @@ def mutations(name: str) -> st.SearchStrategy[bytes]:
 
 
 FUZZ = settings(
-    max_examples=100,
+    max_examples=60,
     deadline=None,
     derandomize=True,
     database=None,
