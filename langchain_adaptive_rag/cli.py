@@ -7,6 +7,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,10 @@ from langchain_core.retrievers import BaseRetriever
 from tqdm.auto import tqdm
 
 from langchain_adaptive_rag.chat_models import ChatTransformers
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.cli import add_eval_commands
+from langchain_adaptive_rag.evaluation.paths import check_output_file
+from langchain_adaptive_rag.evaluation.setup import load_chat_model
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
 from langchain_adaptive_rag.retrievers.cli import add_index_command
@@ -29,13 +33,22 @@ __all__ = ["main"]
 DEMO_PROMPT = "Question: When was the director of film Blue Harbour born?\nAnswer:"
 
 
-def _demo_model_dir() -> Path:
+def _load_demo_model(max_new_tokens: int) -> ChatTransformers:
+    """Build the tiny random Llama in a private temporary folder, load it, remove the folder.
+
+    The folder is new for each call (``tempfile.TemporaryDirectory``: mode 0o700, a
+    random name), so no file another user placed in the shared temporary directory can be
+    loaded in its place.
+    """
     from langchain_adaptive_rag.testing import create_tiny_model
 
-    path = Path(tempfile.gettempdir()) / "langchain-adaptive-rag-demo" / "tiny-llama"
-    if not (path / "config.json").exists():
-        create_tiny_model(path, architecture="llama", hidden_size=64, num_layers=2, seed=0)
-    return path
+    with tempfile.TemporaryDirectory(prefix="adaptive-rag-signals-") as folder:
+        path = create_tiny_model(
+            Path(folder) / "tiny-llama", architecture="llama", hidden_size=64, num_layers=2, seed=0
+        )
+        return load_chat_model(
+            str(path), attn_implementation="eager", max_new_tokens=max_new_tokens
+        )
 
 
 def _signal_table(trace: GenerationTrace) -> str:
@@ -79,7 +92,25 @@ def _demo(args: argparse.Namespace) -> int:
         except ImportError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    model = load_toy_model(args.model)
+        check_output_file(args.html, what="report file", option="--html")
+    if args.model is not None and not (Path(args.model) / "config.json").is_file():
+        msg = (
+            f"Received --model {args.model!r}, which is not a model directory (no "
+            "config.json); expected a toy model directory written by "
+            "toyworld_training.train. Fix: point --model at it, or leave --model out for the "
+            "shipped toy model."
+        )
+        raise AdaptiveRAGError(msg)
+    try:
+        model = load_toy_model(args.model)
+    except Exception as exc:  # transformers, safetensors and torch raise many kinds
+        which = repr(args.model) if args.model else "shipped with the package"
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        msg = (
+            f"Could not load the toy model {which} ({why}). Expected a model directory "
+            "whose files load with transformers. Fix: train or copy it again."
+        )
+        raise AdaptiveRAGError(msg) from None
     retriever = toy_retriever()
     questions = demo_questions(toy_questions(), per_category=args.per_category)
     print(
@@ -158,18 +189,18 @@ def _pick_trace(results: Sequence[QuestionResult]) -> QuestionResult:
 
 def _signals(args: argparse.Namespace) -> int:
     """Signals of one generation with any model, then a DRAGIN run over four passages."""
-    model_path = args.model or str(_demo_model_dir())
-    print(f"Loading {model_path} (eager attention) ...")
-    chat = ChatTransformers(
-        model=model_path,
-        attn_implementation="eager",
-        max_new_tokens=args.max_new_tokens,
-        min_new_tokens=args.max_new_tokens,
-        use_chat_template=False,
-    )
+    if args.model is None:
+        print("Building a tiny random Llama in a private temporary folder (eager attention) ...")
+        chat = _load_demo_model(args.max_new_tokens)
+    else:
+        print(f"Loading {args.model} (eager attention) ...")
+        chat = load_chat_model(
+            args.model, attn_implementation="eager", max_new_tokens=args.max_new_tokens
+        )
     print(f"Prompt: {args.prompt!r}")
     capture = CaptureOptions(attention=True, hidden=True, hidden_layer=chat.num_layers // 2)
-    trace = chat.generate_trace(args.prompt, capture=capture)[0]
+    decoding = replace(chat.decoding, min_new_tokens=chat.decoding.max_new_tokens)
+    trace = chat.generate_trace(args.prompt, decoding=decoding, capture=capture)[0]
     print(f"Generated {trace.num_tokens} tokens ({trace.finish_reason}): {trace.text!r}\n")
     print(_signal_table(trace))
     if trace.hidden is not None:
@@ -232,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
         "--methods", help=f"comma-separated subset of {','.join(AVAILABLE_METHODS)} (default: all)"
     )
     demo.add_argument(
-        "--per-category", type=int, default=4, help="questions per category (default 4)"
+        "--per-category", type=_positive, default=4, help="questions per category (default 4)"
     )
     demo.add_argument(
         "--model",
@@ -248,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model", help="hub id or local model directory (default: a tiny random Llama)"
     )
     signals.add_argument("--prompt", default=DEMO_PROMPT, help="completion prompt")
-    signals.add_argument("--max-new-tokens", type=int, default=16, help="tokens to generate")
+    signals.add_argument("--max-new-tokens", type=_positive, default=16, help="tokens to generate")
     add_eval_commands(commands)
     add_index_command(commands)
     return parser
@@ -268,17 +299,18 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"transformers(\.|$)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line.
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"received {text!r}; expected an integer >= 1"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
-    Args:
-        argv: Arguments (default: ``sys.argv[1:]``).
 
-    Returns:
-        The exit status.
-    """
-    parser = _parser()
-    args = parser.parse_args(argv)
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _quiet_libraries()
     if args.command == "demo":
         return _demo(args)
@@ -290,6 +322,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover
     return 2  # pragma: no cover
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Every failure the user can fix ends in one line, ``error: ...`` with the fix, and a
+    non-zero status (2 for bad input, 1 for a file the system refused to read or write);
+    Ctrl-C ends in one line and status 130. Neither prints a traceback.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status.
+    """
+    try:
+        parser = _parser()
+        args = parser.parse_args(argv)
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        print("\nInterrupted (Ctrl-C).", file=sys.stderr)
+        return 130
+    except AdaptiveRAGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -38,11 +38,23 @@ from langchain_adaptive_rag.evaluation.datasets import (
     Example,
     canonical_dataset_name,
 )
-from langchain_adaptive_rag.evaluation.results import RUN_FILE, check_run_dir, read_results
+from langchain_adaptive_rag.evaluation.paths import (
+    check_input_file,
+    check_output_dir,
+    check_output_file,
+)
+from langchain_adaptive_rag.evaluation.results import (
+    RUN_FILE,
+    check_run_dir,
+    read_results,
+    read_settings,
+)
+from langchain_adaptive_rag.evaluation.run_lock import run_dir_holder
 from langchain_adaptive_rag.evaluation.runner import run_evaluation
 from langchain_adaptive_rag.evaluation.setup import (
     PACKAGE_PROMPTS,
     EvalSetup,
+    check_device,
     load_chat_model,
     prepare_evaluation,
 )
@@ -239,6 +251,24 @@ def add_eval_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     calibrate.set_defaults(handler=run_calibrate_command)
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The checks that need no data and no model: device, --out, the input files.
+
+    Raises:
+        AdaptiveRAGError: One of them is unusable (the message names the option).
+    """
+    check_device(args.device)
+    out = check_output_dir(args.out, option="--out")
+    check_input_file(args.data, what="dataset file", option="--data")
+    if args.corpus is not None:
+        check_input_file(args.corpus, what="corpus file", option="--corpus")
+    if args.aliases is not None:
+        check_input_file(args.aliases, what="aliases file", option="--aliases")
+    busy = run_dir_holder(out) if out.is_dir() else None
+    if busy is not None:
+        raise busy
+
+
 def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) -> EvalSetup:
     return prepare_evaluation(
         args.method,
@@ -257,8 +287,13 @@ def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) ->
 
 
 def _all_answered(out: str, examples: Sequence[Example], *, retry_errors: bool) -> bool:
-    """Whether the run directory already holds a result for every question."""
-    if not (Path(out) / RUN_FILE).exists():
+    """Whether the run directory already holds a result for every question.
+
+    ``False`` also when ``run.json`` is missing or torn: the run then rewrites it.
+    """
+    try:
+        read_settings(Path(out) / RUN_FILE)
+    except (AdaptiveRAGError, OSError):
         return False
     answered = {
         str(record["id"])
@@ -294,11 +329,15 @@ def run_eval_command(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
 
+    Arguments, the output directory and the input files are checked first, then the data
+    and corpus are loaded and the run directory checked, and only then the model loaded.
+
     Returns:
         0 when every question was answered (failed questions are recorded and counted),
         130 when Ctrl-C stopped the run, 2 for bad input.
     """
     try:
+        _check_arguments(args)
         setup = _prepare(args)
         done = check_run_dir(args.out, setup.settings)
         _describe_setup(setup)
@@ -331,6 +370,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     if report is None:
         print(format_table([row], "markdown"), end="")
         return 0
+    for repair in report.repairs:
+        print(f"note: {repair}", file=sys.stderr)
     print(
         f"\n{report.new} answered now, {report.skipped} earlier, {report.errors} failed; "
         f"results in {Path(args.out) / 'results.jsonl'}\n"
@@ -357,11 +398,15 @@ def run_compare_command(args: argparse.Namespace) -> int:
         0, or 2 when a directory is not a run directory.
     """
     try:
+        if args.out is not None:
+            check_output_file(args.out, what="table file", option="--out")
         rows = compare_runs(args.dirs)
         if args.out is not None:
             write_table(rows, args.out)
     except AdaptiveRAGError as exc:
         return _error(str(exc))
+    except OSError as exc:
+        return _error(f"could not write the table {args.out!r}: {exc.strerror or exc}.")
     print(format_table(rows, args.format), end="")
     return 0
 
@@ -377,6 +422,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
     """
     field = THRESHOLD_FIELDS[args.method]
     try:
+        _check_arguments(args)
         setup = _prepare(args, threshold_field=field)
         _describe_setup(setup)
         retriever = setup.retriever
@@ -398,7 +444,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
         )
         chosen = choose_threshold(points, rule=args.rule, max_retrievals=args.max_retrievals)
     except KeyboardInterrupt:
-        print("\nInterrupted. Run the same command again to resume the sweep.")
+        print("\nInterrupted. Run the same command again to resume the sweep.", file=sys.stderr)
         return 130
     except AdaptiveRAGError as exc:
         return _error(str(exc))

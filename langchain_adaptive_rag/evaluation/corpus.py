@@ -16,16 +16,26 @@ also set as the Document's own ``id``.
 from __future__ import annotations
 
 import csv
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from langchain_core.documents import Document
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, DatasetFormatError
 from langchain_adaptive_rag.evaluation.datasets.example import JSONValue, PathLike
-from langchain_adaptive_rag.evaluation.datasets.records import _iter_json_lines, _Record, _sniff
+from langchain_adaptive_rag.evaluation.datasets.reading import (
+    _checked_lines,
+    _iter_json_lines,
+    _open_text,
+    _sniff,
+)
+from langchain_adaptive_rag.evaluation.datasets.records import _Record
+
+if TYPE_CHECKING:
+    from _csv import Reader as _CSVReader
 
 __all__ = [
     "Qrel",
@@ -39,15 +49,36 @@ __all__ = [
 _DPR_COLUMNS = ("id", "text", "title")
 
 
-def _raise_csv_field_limit() -> None:
-    """Let the csv module read long passages (its default cap is 128 KiB a field)."""
+@functools.cache
+def _largest_field_limit() -> int:
+    """The largest ``csv.field_size_limit`` this platform takes (a C long)."""
+    previous = csv.field_size_limit()
     limit = sys.maxsize
     while True:
         try:
             csv.field_size_limit(limit)
-            return
         except OverflowError:
             limit //= 10
+        else:
+            csv.field_size_limit(previous)
+            return limit
+
+
+def _rows_with_long_fields(reader: _CSVReader) -> Iterator[list[str]]:
+    """The reader's rows, each read with csv's 128 KiB field cap lifted for that read only.
+
+    ``csv.field_size_limit`` is process-wide: lifting it for the whole stream would change
+    every other csv reader of the process meanwhile (a dataset TSV read in between).
+    """
+    while True:
+        previous = csv.field_size_limit(_largest_field_limit())
+        try:
+            row = next(reader, None)
+        finally:
+            csv.field_size_limit(previous)
+        if row is None:
+            return
+        yield row
 
 
 def _existing_file(path: PathLike) -> Path:
@@ -74,55 +105,68 @@ def iter_dpr_passages(path: PathLike) -> Iterator[Document]:
             columns or an empty id.
     """
     file = _existing_file(path)
-    _raise_csv_field_limit()
-    with file.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        header = next(reader, None)
-        if header is None:
+    with _open_text(file, newline="") as handle:
+        reader = csv.reader(_checked_lines(handle, file), delimiter="\t")
+        try:
+            yield from _dpr_rows(file, reader)
+        except csv.Error as exc:
             raise DatasetFormatError(
                 str(file),
-                location=None,
+                location=f"line {max(reader.line_num, 1)}",
                 field=None,
-                received="an empty file",
-                expected="a header row id<TAB>text<TAB>title, then one passage per line",
-            )
-        names = [column.strip().lower() for column in header]
-        missing = [column for column in _DPR_COLUMNS if column not in names]
-        if missing:
+                received=f"text the csv reader refused ({exc})",
+                expected="tab-separated id, text and title columns",
+            ) from None
+
+
+def _dpr_rows(file: Path, reader: _CSVReader) -> Iterator[Document]:
+    rows = _rows_with_long_fields(reader)
+    header = next(rows, None)
+    if header is None:
+        raise DatasetFormatError(
+            str(file),
+            location=None,
+            field=None,
+            received="an empty file",
+            expected="a header row id<TAB>text<TAB>title, then one passage per line",
+        )
+    names = [column.strip().lower() for column in header]
+    missing = [column for column in _DPR_COLUMNS if column not in names]
+    if missing:
+        raise DatasetFormatError(
+            str(file),
+            location="line 1",
+            field=missing[0],
+            received=f"the header {header!r}",
+            expected="the header row id<TAB>text<TAB>title (DPR psgs_w100.tsv)",
+        )
+    id_at, text_at, title_at = (names.index(column) for column in _DPR_COLUMNS)
+    for row in rows:
+        if not row:
+            continue
+        location = f"line {reader.line_num}"
+        if len(row) != len(names):
             raise DatasetFormatError(
                 str(file),
-                location="line 1",
-                field=missing[0],
-                received=f"the header {header!r}",
-                expected="the header row id<TAB>text<TAB>title (DPR psgs_w100.tsv)",
+                location=location,
+                field=None,
+                received=f"{len(row)} tab-separated columns",
+                expected=f"{len(names)} columns like the header {header!r}",
             )
-        id_at, text_at, title_at = (names.index(column) for column in _DPR_COLUMNS)
-        for row in reader:
-            if not row:
-                continue
-            location = f"line {reader.line_num}"
-            if len(row) != len(names):
-                raise DatasetFormatError(
-                    str(file),
-                    location=location,
-                    field=None,
-                    received=f"{len(row)} tab-separated columns",
-                    expected=f"{len(names)} columns like the header {header!r}",
-                )
-            passage_id = row[id_at].strip()
-            if not passage_id:
-                raise DatasetFormatError(
-                    str(file),
-                    location=location,
-                    field="id",
-                    received="an empty string",
-                    expected="a passage id",
-                )
-            yield Document(
-                id=passage_id,
-                page_content=row[text_at],
-                metadata={"id": passage_id, "title": row[title_at]},
+        passage_id = row[id_at].strip()
+        if not passage_id:
+            raise DatasetFormatError(
+                str(file),
+                location=location,
+                field="id",
+                received="an empty string",
+                expected="a passage id",
             )
+        yield Document(
+            id=passage_id,
+            page_content=row[text_at],
+            metadata={"id": passage_id, "title": row[title_at]},
+        )
 
 
 def _split_contents(contents: str) -> tuple[str, str]:

@@ -13,6 +13,12 @@
 
 A last line cut short by a crash is tolerated: readers skip it and a resumed run drops it
 and answers its question again. A broken line before the last is an error.
+
+``run.json`` is written once, atomically (a temporary file in the directory, flushed to
+disk, then renamed over the old one), and rewritten only when a resumed run changes it
+(a new ``limit``): a crash leaves the old file or the new one, never a mix. A ``run.json``
+that is nevertheless empty or cut short (written by an older release, or damaged) is
+treated as absent: a resumed run rewrites it from its own settings and keeps the results.
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.evaluation.paths import check_output_dir
+from langchain_adaptive_rag.evaluation.run_lock import run_dir_holder
 
 __all__ = [
     "RESULTS_FILE",
@@ -34,6 +43,7 @@ __all__ = [
     "PathLike",
     "Record",
     "RunSettings",
+    "RunStart",
     "check_run_dir",
     "json_safe",
     "latest_by_id",
@@ -180,8 +190,12 @@ def read_results(out_dir: PathLike) -> list[Record]:
     return list(latest_by_id(records).values())
 
 
-def _repair_results(path: Path) -> list[Record]:
-    """Drop a cut-short last line from ``results.jsonl`` (before appending to it)."""
+def _repair_results(path: Path) -> tuple[list[Record], bool]:
+    """Drop a cut-short last line from ``results.jsonl`` (before appending to it).
+
+    Returns:
+        The records, and whether a cut-short last line was dropped.
+    """
     records, broken_at = _scan_results(path)
     if broken_at is not None:
         with path.open("r+b") as handle:
@@ -193,11 +207,30 @@ def _repair_results(path: Path) -> list[Record]:
         if not ends_cleanly:
             with path.open("ab") as handle:
                 handle.write(b"\n")
-    return records
+    return records, broken_at is not None
 
 
 # --------------------------------------------------------------------------------------
 # run.json
+
+
+def _parse_settings(path: Path) -> dict[str, object] | None:
+    """Parse a ``run.json``; ``None`` when it is torn (empty, cut short, not UTF-8 JSON).
+
+    Raises:
+        AdaptiveRAGError: The file is valid JSON but not an object.
+    """
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
+        return None
+    if not isinstance(data, dict):
+        msg = (
+            f"{path}: received {type(data).__name__}; expected a JSON object of settings. "
+            "Fix: restore the file or use a new output directory."
+        )
+        raise AdaptiveRAGError(msg)
+    return data
 
 
 def read_settings(path: Path) -> dict[str, object]:
@@ -210,21 +243,53 @@ def read_settings(path: Path) -> dict[str, object]:
         The stored settings.
 
     Raises:
-        AdaptiveRAGError: The file is not a JSON object.
+        AdaptiveRAGError: The file is not a JSON object (an empty or cut-short one
+            included).
     """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    data = _parse_settings(path)
+    if data is None:
         msg = (
-            f"{path}: received text that is not valid JSON ({exc.msg}); expected the run "
-            "settings written by run_evaluation. Fix: restore the file or use a new "
-            "output directory."
+            f"{path}: received a file that is empty, cut short or not UTF-8 JSON; expected "
+            "the run settings written by run_evaluation. Fix: resume the run (the same "
+            "command rewrites the file from its settings) or use a new output directory."
         )
-        raise AdaptiveRAGError(msg) from None
-    if not isinstance(data, dict):
-        msg = f"{path}: received {type(data).__name__}; expected a JSON object of settings."
         raise AdaptiveRAGError(msg)
     return data
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` so that a crash leaves the old file or the new one.
+
+    The text goes to a temporary file in the same directory, is flushed to disk, and the
+    file is renamed over ``path`` (``os.replace`` is atomic); the directory is flushed
+    too, so the rename survives a power cut on POSIX.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    if os.name == "posix":
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def _remove_stale_temporaries(out: Path) -> None:
+    """Delete the temporary ``run.json`` files of runs killed while writing it.
+
+    Only called with the directory's lock held, so no live run is writing one.
+    """
+    for stale in out.glob(f".{RUN_FILE}.*.tmp"):
+        stale.unlink(missing_ok=True)
 
 
 def _check_settings(
@@ -253,30 +318,20 @@ def _check_settings(
         raise AdaptiveRAGError(msg)
 
 
-def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = True) -> int:
-    """Check, without changing anything, that a run with ``settings`` may use ``out_dir``.
+def _check_usable(out: Path) -> None:
+    """The run directory exists as a directory, or can be created (checked, not made)."""
+    check_output_dir(out, what="output directory", option="output directory (--out)")
 
-    Call it before loading a model to fail early; :func:`run_evaluation` checks again.
 
-    Args:
-        out_dir: The run directory (it need not exist).
-        settings: The settings of the run to start or resume.
-        resume: Whether results already there may be continued.
-
-    Returns:
-        How many question results the directory already holds.
-
-    Raises:
-        AdaptiveRAGError: The directory was made with other settings (the error lists
-            each difference), holds results without ``run.json``, holds results while
-            ``resume`` is ``False``, or has a broken ``results.jsonl``.
-    """
-    out = Path(out_dir)
+def _check_contents(out: Path, settings: RunSettings, resume: bool) -> int:
+    """Check the directory's files against ``settings``; the number of results held."""
+    _check_usable(out)
     run_file = out / RUN_FILE
     results_file = out / RESULTS_FILE
-    if run_file.exists():
-        _check_settings(read_settings(run_file), settings.to_json(), run_file)
-    elif results_file.exists() and results_file.stat().st_size:
+    stored = _parse_settings(run_file) if run_file.is_file() else None
+    if stored is not None:
+        _check_settings(stored, settings.to_json(), run_file)
+    elif not run_file.exists() and results_file.exists() and results_file.stat().st_size:
         msg = (
             f"{out} holds {RESULTS_FILE} but no {RUN_FILE}, so its settings cannot be "
             f"checked. Fix: move {RESULTS_FILE} away or use a new output directory."
@@ -292,15 +347,82 @@ def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = Tr
     return len(existing)
 
 
-def start_run(out: Path, settings: RunSettings, resume: bool) -> list[Record]:
-    """Create or reopen a run directory; return the records it already holds."""
-    check_run_dir(out, settings, resume=resume)
+def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = True) -> int:
+    """Check, without changing anything, that a run with ``settings`` may use ``out_dir``.
+
+    Call it before loading a model to fail early; :func:`run_evaluation` checks again
+    with the directory's lock held. A ``run.json`` that is empty or cut short (a crash
+    while an older release wrote it) counts as absent: the run will rewrite it.
+
+    Args:
+        out_dir: The run directory (it need not exist).
+        settings: The settings of the run to start or resume.
+        resume: Whether results already there may be continued.
+
+    Returns:
+        How many question results the directory already holds.
+
+    Raises:
+        AdaptiveRAGError: The path is a file or cannot be created, another run holds the
+            directory's lock, the directory was made with other settings (the error lists
+            each difference), holds results without ``run.json``, holds results while
+            ``resume`` is ``False``, or has a broken ``results.jsonl``.
+    """
+    out = Path(out_dir)
+    _check_usable(out)
+    busy = run_dir_holder(out) if out.is_dir() else None
+    if busy is not None:
+        raise busy
+    return _check_contents(out, settings, resume)
+
+
+class RunStart(NamedTuple):
+    """What :func:`start_run` found in a run directory."""
+
+    records: list[Record]
+    """The results already there, in file order."""
+    repairs: tuple[str, ...]
+    """What was repaired, in words (a torn ``run.json``, a cut-short last line)."""
+
+
+def start_run(out: Path, settings: RunSettings, resume: bool) -> RunStart:
+    """Open a run directory whose lock the caller holds: check, repair, write ``run.json``.
+
+    ``run.json`` is written (atomically) only when it is missing, torn, or differs from
+    ``settings`` in an uncompared field (``limit``).
+
+    Args:
+        out: The run directory (created when missing).
+        settings: The run's settings.
+        resume: Whether results already there may be continued.
+
+    Returns:
+        The records already there and what was repaired.
+
+    Raises:
+        AdaptiveRAGError: See :func:`check_run_dir`.
+    """
+    _check_contents(out, settings, resume)
     out.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(out)
+    repairs: list[str] = []
     run_file = out / RUN_FILE
+    stored = _parse_settings(run_file) if run_file.exists() else None
+    if run_file.exists() and stored is None:
+        repairs.append(
+            f"{run_file} was empty or cut short (a crash while it was written); it is "
+            "rewritten from this run's settings and the results already there are kept"
+        )
+    records, cut = _repair_results(out / RESULTS_FILE)
+    if cut:
+        repairs.append(
+            f"the last line of {out / RESULTS_FILE} was cut short by a crash; it is dropped "
+            "and its question answered again"
+        )
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    if run_file.exists():
-        started = str(read_settings(run_file).get("started", started))
-    existing = _repair_results(out / RESULTS_FILE)
+    if stored is not None:
+        started = str(stored.get("started", started))
     payload = {"format": _FORMAT_VERSION, **settings.to_json(), "started": started}
-    run_file.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    return existing
+    if payload != stored:
+        _write_atomically(run_file, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    return RunStart(records, tuple(repairs))

@@ -6,7 +6,10 @@ result to ``results.jsonl`` in the run directory as soon as it finishes (see
 same directory skips the ids already there (a last line cut short by a crash is dropped
 and its question answered again) and refuses to mix results when the settings differ
 (``limit`` may change: it only selects how many questions are asked). Ctrl-C stops the
-run; every finished question is kept. :func:`summarize` and :func:`compare_runs` (from
+run; every finished question is kept. A run holds an exclusive lock on its directory
+(:mod:`~langchain_adaptive_rag.evaluation.run_lock`) from start to end, so a second run
+on the same directory is refused instead of answering every question again.
+:func:`summarize` and :func:`compare_runs` (from
 :mod:`~langchain_adaptive_rag.evaluation.summary`) turn run directories into tables.
 """
 
@@ -45,6 +48,7 @@ from langchain_adaptive_rag.evaluation.results import (
     read_results,
     start_run,
 )
+from langchain_adaptive_rag.evaluation.run_lock import RunDirLock
 from langchain_adaptive_rag.evaluation.summary import (
     SUMMARY_CSV,
     SUMMARY_MD,
@@ -110,6 +114,10 @@ class RunReport:
     """Whether Ctrl-C stopped the call before every question was answered."""
     first_error: str | None = None
     """``"ErrorType: message"`` of this call's first failed question, if any."""
+    repairs: tuple[str, ...] = ()
+    """What the call repaired in the directory before it started, in words: a
+    ``run.json`` left empty or cut short by a crash (rewritten from ``settings``), a
+    last result line cut short (dropped, its question answered again)."""
 
     @property
     def remaining(self) -> int:
@@ -326,15 +334,37 @@ def run_evaluation(
         the run.
 
     Raises:
-        AdaptiveRAGError: Duplicate ids, a bad ``concurrency``, a run directory made
-            with other settings, or a broken ``results.jsonl``.
+        AdaptiveRAGError: Duplicate ids, a bad ``concurrency``, an output path that is a
+            file, a run directory another run holds (see
+            :class:`~langchain_adaptive_rag.evaluation.run_lock.RunDirLock`) or made with
+            other settings, or a broken ``results.jsonl``.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         msg = f"Received concurrency={concurrency!r}; expected an integer >= 1."
         raise AdaptiveRAGError(msg)
     _check_ids(examples)
     out = Path(out_dir)
-    existing = latest_by_id(start_run(out, settings, resume))
+    check_run_dir(out, settings, resume=resume)  # fail before creating anything
+    with RunDirLock(out):
+        return _run_locked(
+            graph, examples, out, settings, resume, concurrency, progress, retry_errors, fail_fast
+        )
+
+
+def _run_locked(
+    graph: AnswerGraph,
+    examples: Sequence[Example],
+    out: Path,
+    settings: RunSettings,
+    resume: bool,
+    concurrency: int,
+    progress: bool,
+    retry_errors: bool,
+    fail_fast: bool,
+) -> RunReport:
+    """:func:`run_evaluation` once the directory's lock is held."""
+    start = start_run(out, settings, resume)
+    existing = latest_by_id(start.records)
     wanted = {example.id for example in examples}
     done = {
         key
@@ -372,6 +402,7 @@ def run_evaluation(
         errors=writer.errors,
         interrupted=interrupted,
         first_error=writer.first_error,
+        repairs=start.repairs,
     )
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_PROMPTS",
     "PACKAGE_PROMPTS",
     "EvalSetup",
+    "check_device",
     "load_chat_model",
     "prepare_evaluation",
 ]
@@ -223,12 +224,87 @@ def prepare_evaluation(
     return EvalSetup(method, examples, retriever, config, prompt_set, settings)
 
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception on one line, cut to ``limit`` characters."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _device_support(kind: str) -> tuple[bool, int | None]:
+    """Whether torch can use devices of ``kind`` here, and how many there are."""
+    import torch
+
+    if kind == "mps":
+        return bool(torch.backends.mps.is_available()), 1
+    backend = getattr(torch, kind, None)
+    is_available = getattr(backend, "is_available", None)
+    if not callable(is_available):
+        return False, None
+    available = bool(is_available())
+    device_count = getattr(backend, "device_count", None)
+    count = int(device_count()) if available and callable(device_count) else None
+    return available, count
+
+
+def check_device(device: str | None) -> None:
+    """Check that ``device`` names a torch device this machine has, before loading anything.
+
+    Args:
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ...; ``None`` is the CPU.
+
+    Raises:
+        AdaptiveRAGError: The string is not a torch device, the device type is not
+            usable here (no CUDA on this machine, a torch without MPS), the index is past
+            the devices present, or it is ``meta`` (which holds no weights).
+    """
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        msg = (
+            f"Received the device {device!r}, which torch does not read as a device "
+            f"({_one_line(exc, 160)}); expected cpu, cuda, cuda:N, mps, xpu, ... Fix: pass "
+            "one of those to --device, or leave it out to run on the CPU."
+        )
+        raise AdaptiveRAGError(msg) from None
+    kind = parsed.type
+    if kind == "cpu":
+        return
+    if kind == "meta":
+        msg = (
+            f"Received the device {device!r}, which holds no weights; expected a device "
+            "that computes (cpu, cuda, mps, ...). Fix: leave --device out to run on the CPU."
+        )
+        raise AdaptiveRAGError(msg)
+    available, count = _device_support(kind)
+    if not available:
+        msg = (
+            f"Received the device {device!r}, but this machine has no usable {kind} device "
+            f"(torch {torch.__version__} reports none). Expected a device present here. Fix: "
+            "leave --device out to run on the CPU, or run where that device is."
+        )
+        raise AdaptiveRAGError(msg)
+    if parsed.index is not None and count is not None and parsed.index >= count:
+        last = f"{kind}:0" if count == 1 else f"{kind}:0 to {kind}:{count - 1}"
+        msg = (
+            f"Received the device {device!r}, but this machine has {count} {kind} "
+            f"device{'s' if count != 1 else ''} ({last}). Expected one of those. Fix: pass "
+            f"one of them to --device, or {kind} for the first."
+        )
+        raise AdaptiveRAGError(msg)
+
+
 def load_chat_model(
     model: str,
     *,
     device: str | None = None,
     dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None,
     concurrency: int = 1,
+    attn_implementation: Literal["eager", "sdpa"] | None = None,
+    max_new_tokens: int | None = None,
 ) -> ChatTransformers:
     """Load a model for evaluation: transformers' default kernel (sdpa), completion prompts.
 
@@ -237,20 +313,24 @@ def load_chat_model(
 
     Args:
         model: Hub id or local directory.
-        device: Torch device (default: CPU).
+        device: Torch device (default: CPU); checked first (see :func:`check_device`).
         dtype: Weights dtype (default: float32).
         concurrency: Questions answered at once; above 1 their calls decode together in
             one batched loop (``batch_concurrent_calls=True``, also on a CPU).
+        attn_implementation: The attention kernel (default: transformers' own, sdpa).
+        max_new_tokens: The model's default generation budget (default: its own).
 
     Returns:
         The chat model.
 
     Raises:
-        AdaptiveRAGError: The directory does not exist, or the model cannot be loaded
-            (offline with a hub id that is not in the local cache, ...).
+        AdaptiveRAGError: The device is not usable here, the directory does not exist,
+            or the model cannot be loaded (offline with a hub id that is not in the local
+            cache, weights that are corrupt or cut short, ...); the message is one line.
     """
     from langchain_adaptive_rag.chat_models import ChatTransformers
 
+    check_device(device)
     path = Path(model).expanduser()
     looks_local = model.startswith((".", "/", "~")) or path.exists()
     if looks_local and not (path / "config.json").is_file():
@@ -260,6 +340,7 @@ def load_chat_model(
             "at the directory that holds config.json."
         )
         raise AdaptiveRAGError(msg)
+    budget = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
     try:
         return ChatTransformers(
             model=str(path) if looks_local else model,
@@ -267,13 +348,23 @@ def load_chat_model(
             batch_concurrent_calls=True if concurrency > 1 else None,
             device=device,
             dtype=dtype,
+            attn_implementation=attn_implementation,
+            **budget,
         )
     except AdaptiveRAGError:
         raise
-    except (OSError, ValueError) as exc:
-        msg = (
-            f"Could not load model {model!r}: {exc}\nExpected a local model directory or a "
-            "hub id that can be downloaded or is in the local cache. Fix: download the "
-            "model and pass its directory (offline, set HF_HUB_OFFLINE=1 to fail at once)."
-        )
+    except Exception as exc:  # transformers, safetensors and torch raise many kinds
+        if looks_local:
+            msg = (
+                f"Could not load the model directory {str(path)!r} ({_one_line(exc)}). "
+                "Expected a complete model directory whose weights and tokenizer load with "
+                "transformers. Fix: its files may be corrupt or cut short: download or "
+                "save the model again."
+            )
+        else:
+            msg = (
+                f"Could not load model {model!r} ({_one_line(exc)}). Expected a hub id that "
+                "can be downloaded or is in the local cache. Fix: download the model and "
+                "pass its directory (offline, set HF_HUB_OFFLINE=1 to fail at once)."
+            )
         raise AdaptiveRAGError(msg) from None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.corpus import iter_passages
+from langchain_adaptive_rag.evaluation.paths import check_output_dir
 from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer
 from langchain_adaptive_rag.retrievers.builder import BM25Parameters, build_bm25_index
 from langchain_adaptive_rag.retrievers.elasticsearch import index_elasticsearch
@@ -86,6 +87,12 @@ def run_index_command(args: argparse.Namespace) -> int:
             f"error: corpus file {str(corpus)!r} does not exist or is not a file.", file=sys.stderr
         )
         return 2
+    if args.out is not None:
+        try:
+            check_output_dir(args.out, what="index directory", option="--out")
+        except AdaptiveRAGError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     bar = tqdm(unit=" passages", disable=args.no_progress, file=sys.stderr)
 
     seen = [0]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from langchain_adaptive_rag import cli as cli_module
 from langchain_adaptive_rag.cli import main
 
 
@@ -18,6 +22,34 @@ def test_signals_prints_word_signals(llama_dir: Path, capsys: pytest.CaptureFixt
     assert "Hidden state at layer 1: 64 features" in out
     assert "DRAGIN graph, question 'When was the director of film Blue Harbour born?'" in out
     assert "retrievals," in out
+
+
+def test_signals_without_a_model_never_loads_one_planted_in_the_shared_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the shared temp directory
+    planted = tmp_path / "langchain-adaptive-rag-demo" / "tiny-llama"  # where it used to be
+    planted.mkdir(parents=True)
+    (planted / "config.json").write_text('{"model_type": "llama", "planted": true}')
+    (planted / "model.safetensors").write_bytes(b"planted by another user")
+    loaded: list[tuple[Path, int, int]] = []
+    load = cli_module.load_chat_model
+
+    def spy(model: str, **options: object) -> object:
+        folder = Path(model).parent
+        loaded.append((Path(model), stat.S_IMODE(folder.stat().st_mode), folder.stat().st_uid))
+        return load(model, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_module, "load_chat_model", spy)
+    assert main(["signals", "--max-new-tokens", "4"]) == 0
+    ((model, mode, owner),) = loaded
+    assert planted not in model.parents and model.parent.parent == tmp_path
+    assert model.parent.name.startswith("adaptive-rag-signals-")
+    assert mode == 0o700 and owner == os.getuid()  # private to this user
+    assert not model.parent.exists()  # removed once loaded
+    out = capsys.readouterr().out
+    assert "Generated 4 tokens" in out and "Hidden state at layer 1: 64 features" in out
+    assert (planted / "model.safetensors").read_bytes() == b"planted by another user"
 
 
 def test_demo_runs_the_toy_world(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

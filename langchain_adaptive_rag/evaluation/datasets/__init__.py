@@ -26,7 +26,10 @@ Supported files (the format is detected from the content; the name only labels a
 
 A malformed file raises :class:`~langchain_adaptive_rag.errors.DatasetFormatError`, which
 names the file, the line (JSON lines, TSV) or record (JSON), the field, what was received
-and what was expected.
+and what was expected, whatever the file holds: bytes that are not UTF-8, JSON nested too
+deep for the parser, integers longer than Python converts, oversized TSV fields (see
+:mod:`~langchain_adaptive_rag.evaluation.datasets.reading`). A whole SQuAD or TriviaQA
+document written on one line is read as that document, not as one JSON line.
 """
 
 from __future__ import annotations

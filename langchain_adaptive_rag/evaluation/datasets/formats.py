@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ast
 import csv
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 
@@ -19,6 +19,11 @@ from langchain_adaptive_rag.evaluation.datasets.example import (
     _NO_ANSWER,
     Example,
     JSONValue,
+)
+from langchain_adaptive_rag.evaluation.datasets.reading import (
+    _checked_lines,
+    _decode_embedded,
+    _open_text,
 )
 from langchain_adaptive_rag.evaluation.datasets.records import (
     _dedupe,
@@ -29,6 +34,9 @@ from langchain_adaptive_rag.evaluation.datasets.records import (
     _passage,
     _Record,
 )
+
+if TYPE_CHECKING:
+    from _csv import Reader as _CSVReader
 
 # --------------------------------------------------------------------------------------
 # Record parsers, one per schema
@@ -120,10 +128,10 @@ def _generic_answers(rec: _Record) -> tuple[str, ...]:
         value = rec.get(key)
         if key == "possible_answers" and isinstance(value, str):
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
+                parsed = _decode_embedded(value)
+            except ValueError:
                 raise rec.error(key, _describe(value), "a JSON list of strings (PopQA)") from None
-            rec = _Record({key: value}, rec.path, rec.location, prefix=rec.prefix)
+            rec = _Record({key: parsed}, rec.path, rec.location, prefix=rec.prefix)
         golds = list(rec.strings(key))
         if rec.has("answer_aliases"):
             golds.extend(rec.strings("answer_aliases", allow_empty=True))
@@ -355,99 +363,138 @@ def _parse_triviaqa_json(data: dict[str, object], path: str, dataset: str) -> It
 # Text files: PopQA TSV and DPR qa.csv
 
 
+def _csv_error(path: Path, line_num: int, exc: csv.Error) -> DatasetFormatError:
+    """A ``csv`` refusal (a field over ``csv.field_size_limit()``, ...) as a format error."""
+    return DatasetFormatError(
+        str(path),
+        location=f"line {max(line_num, 1)}",
+        field=None,
+        received=f"text the csv reader refused ({exc})",
+        expected=(
+            "tab-separated fields of reasonable length (an unclosed '\"' makes a field "
+            "run on over the following lines)"
+        ),
+    )
+
+
+def _popqa_extra(key: str, value: str) -> JSONValue:
+    """``s_pop``/``o_pop`` as integers when they are plain digits; every other column as is."""
+    if key in ("s_pop", "o_pop") and value.isascii() and value.isdigit():
+        try:
+            return int(value)
+        except ValueError:  # longer than Python converts
+            return value
+    return value
+
+
 def _iter_popqa_tsv(path: Path, dataset: str) -> Iterator[Example]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter="\t")
-        columns = reader.fieldnames or []
-        for required in ("question", "possible_answers"):
-            if required not in columns:
-                raise DatasetFormatError(
-                    str(path),
-                    location="line 1",
-                    field=required,
-                    received=f"a header with columns {columns}",
-                    expected=(
-                        "the popQA.tsv header (id, subj, prop, obj, ..., question, "
-                        "possible_answers), tab-separated"
-                    ),
-                )
-        for number, row in enumerate(reader):
-            location = f"line {reader.line_num}"
-            if None in row or any(value is None for value in row.values()):
-                raise DatasetFormatError(
-                    str(path),
-                    location=location,
-                    field=None,
-                    received="a row whose column count differs from the header's",
-                    expected=f"{len(columns)} tab-separated columns",
-                )
-            raw_answers = row["possible_answers"]
-            try:
-                parsed: object = json.loads(raw_answers)
-            except json.JSONDecodeError:
-                parsed = raw_answers
-            rec = _Record({"possible_answers": parsed}, str(path), location)
-            answers = rec.strings("possible_answers", allow_single=False)
-            question = row["question"]
-            if not question.strip():
-                raise DatasetFormatError(
-                    str(path),
-                    location=location,
-                    field="question",
-                    received="an empty string",
-                    expected="a non-empty question",
-                )
-            extra: dict[str, JSONValue] = {}
-            for key, value in row.items():
-                if key in ("id", "question", "possible_answers"):
-                    continue
-                extra[key] = int(value) if key in ("s_pop", "o_pop") and value.isdigit() else value
-            yield Example(
-                id=row.get("id") or f"{dataset}-{number}",
-                question=question,
-                answers=answers,
-                dataset=dataset,
-                extra=extra,
+    with _open_text(path, newline="") as handle:
+        reader = csv.DictReader(_checked_lines(handle, path), delimiter="\t")
+        try:
+            yield from _popqa_rows(path, dataset, reader)
+        except csv.Error as exc:  # DictReader's own line_num lags on a failed row
+            raise _csv_error(path, reader.reader.line_num, exc) from None
+
+
+def _popqa_rows(path: Path, dataset: str, reader: csv.DictReader[str]) -> Iterator[Example]:
+    columns = reader.fieldnames or []
+    for required in ("question", "possible_answers"):
+        if required not in columns:
+            raise DatasetFormatError(
+                str(path),
+                location="line 1",
+                field=required,
+                received=f"a header with columns {columns}",
+                expected=(
+                    "the popQA.tsv header (id, subj, prop, obj, ..., question, "
+                    "possible_answers), tab-separated"
+                ),
             )
+    for number, row in enumerate(reader):
+        location = f"line {reader.line_num}"
+        if None in row or any(value is None for value in row.values()):
+            raise DatasetFormatError(
+                str(path),
+                location=location,
+                field=None,
+                received="a row whose column count differs from the header's",
+                expected=f"{len(columns)} tab-separated columns",
+            )
+        raw_answers = row["possible_answers"]
+        try:
+            parsed: object = _decode_embedded(raw_answers)
+        except ValueError:
+            parsed = raw_answers
+        rec = _Record({"possible_answers": parsed}, str(path), location)
+        answers = rec.strings("possible_answers", allow_single=False)
+        question = row["question"]
+        if not question.strip():
+            raise DatasetFormatError(
+                str(path),
+                location=location,
+                field="question",
+                received="an empty string",
+                expected="a non-empty question",
+            )
+        extra: dict[str, JSONValue] = {
+            key: _popqa_extra(key, value)
+            for key, value in row.items()
+            if key not in ("id", "question", "possible_answers")
+        }
+        yield Example(
+            id=row.get("id") or f"{dataset}-{number}",
+            question=question,
+            answers=answers,
+            dataset=dataset,
+            extra=extra,
+        )
+
+
+def _literal_answers(text: str) -> object:
+    """DPR's answer column, a Python list literal; the text itself when it is none."""
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
 
 
 def _iter_dpr_qa_csv(path: Path, dataset: str) -> Iterator[Example]:
     """DPR ``*.qa.csv``: ``question<TAB>['answer', ...]`` without a header."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        number = 0
-        for row in reader:
-            location = f"line {reader.line_num}"
-            if not row:
-                continue
-            if len(row) != 2:
-                raise DatasetFormatError(
-                    str(path),
-                    location=location,
-                    field=None,
-                    received=f"{len(row)} tab-separated columns",
-                    expected=(
-                        "2 columns, question<TAB>['answer', ...] (DPR qa.csv), or a "
-                        "popQA.tsv header"
-                    ),
-                )
-            question, raw_answers = row
-            try:
-                parsed = ast.literal_eval(raw_answers.strip())
-            except (ValueError, SyntaxError):
-                parsed = raw_answers
-            rec = _Record({"answers": parsed}, str(path), location)
-            answers = rec.strings("answers", allow_single=False)
-            if not question.strip():
-                raise rec.error("question", "an empty string", "a non-empty question")
-            yield Example(
-                id=f"{dataset}-{number}", question=question, answers=answers, dataset=dataset
+    with _open_text(path, newline="") as handle:
+        reader = csv.reader(_checked_lines(handle, path), delimiter="\t")
+        try:
+            yield from _dpr_qa_rows(path, dataset, reader)
+        except csv.Error as exc:
+            raise _csv_error(path, reader.line_num, exc) from None
+
+
+def _dpr_qa_rows(path: Path, dataset: str, reader: _CSVReader) -> Iterator[Example]:
+    number = 0
+    for row in reader:
+        location = f"line {reader.line_num}"
+        if not row:
+            continue
+        if len(row) != 2:
+            raise DatasetFormatError(
+                str(path),
+                location=location,
+                field=None,
+                received=f"{len(row)} tab-separated columns",
+                expected=(
+                    "2 columns, question<TAB>['answer', ...] (DPR qa.csv), or a popQA.tsv header"
+                ),
             )
-            number += 1
+        question, raw_answers = row
+        rec = _Record({"answers": _literal_answers(raw_answers)}, str(path), location)
+        answers = rec.strings("answers", allow_single=False)
+        if not question.strip():
+            raise rec.error("question", "an empty string", "a non-empty question")
+        yield Example(id=f"{dataset}-{number}", question=question, answers=answers, dataset=dataset)
+        number += 1
 
 
 def _iter_text(path: Path, dataset: str) -> Iterator[Example]:
-    with path.open(encoding="utf-8-sig") as handle:
+    with _open_text(path) as handle:
         header = handle.readline().rstrip("\r\n").split("\t")
     if "possible_answers" in header and "question" in header:
         return _iter_popqa_tsv(path, dataset)

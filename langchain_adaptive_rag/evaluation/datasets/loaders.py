@@ -21,14 +21,12 @@ from langchain_adaptive_rag.evaluation.datasets.formats import (
     _parse_strategyqa,
     _parse_triviaqa_json,
 )
-from langchain_adaptive_rag.evaluation.datasets.records import (
-    _dedupe,
-    _describe,
+from langchain_adaptive_rag.evaluation.datasets.reading import (
     _iter_json_lines,
     _load_json,
-    _Record,
     _sniff,
 )
+from langchain_adaptive_rag.evaluation.datasets.records import _dedupe, _describe, _Record
 
 # --------------------------------------------------------------------------------------
 # Dispatch
@@ -77,7 +75,7 @@ def _iter_examples(
         if not isinstance(data, list):
             raise DatasetFormatError(
                 str(path),
-                location=None,
+                location="line 1",
                 field=None,
                 received=_describe(data),
                 expected=(
@@ -124,10 +122,17 @@ def _load(
     examples: list[Example] = []
     if limit == 0:
         return examples
-    for example in _iter_examples(file, dataset, aliases, include_unanswerable):
-        examples.append(example)
-        if limit is not None and len(examples) >= limit:
-            break
+    try:
+        for example in _iter_examples(file, dataset, aliases, include_unanswerable):
+            examples.append(example)
+            if limit is not None and len(examples) >= limit:
+                break
+    except OSError as exc:
+        msg = (
+            f"Could not read the dataset file {str(file)!r}: {exc.strerror or exc}. Expected "
+            "a readable file. Fix: check its permissions, or copy it somewhere readable."
+        )
+        raise AdaptiveRAGError(msg) from None
     return examples
 
 

@@ -1,21 +1,14 @@
-"""Reading dataset files: file kinds, JSON (lines), records with checked fields."""
+"""Records with checked fields, and the helpers the format parsers share."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 
 from langchain_core.documents import Document
 
 from langchain_adaptive_rag.errors import DatasetFormatError
-from langchain_adaptive_rag.evaluation.datasets.example import (
-    JSONValue,
-    _FileKind,
-)
-
-# --------------------------------------------------------------------------------------
-# Reading files
+from langchain_adaptive_rag.evaluation.datasets.example import JSONValue
+from langchain_adaptive_rag.evaluation.datasets.reading import _LongNumber
 
 _MISSING = object()
 
@@ -31,6 +24,8 @@ def _describe(value: object) -> str:
     """
     if value is None:
         return "null"
+    if isinstance(value, _LongNumber):
+        return value.describe()
     if isinstance(value, bool):
         kind = "a boolean"
     elif isinstance(value, (int, float)):
@@ -43,103 +38,13 @@ def _describe(value: object) -> str:
         kind = "an object"
     else:
         kind = f"a {type(value).__name__}"
-    preview = repr(value)
+    try:
+        preview = repr(value)
+    except RecursionError:
+        preview = "nested too deep to show"
     if len(preview) > 60:
         preview = preview[:57] + "..."
     return f"{kind} ({preview})"
-
-
-def _sniff(path: Path) -> _FileKind:
-    """Tell a JSON document from JSON lines from delimited text by the file's first line.
-
-    A file whose first non-blank line is a complete JSON object is JSON lines; one that
-    starts with ``[`` or with a ``{`` that does not close on its line is one JSON document;
-    anything else is delimited text (TSV/CSV).
-
-    Args:
-        path: The file.
-
-    Returns:
-        The file kind.
-
-    Raises:
-        DatasetFormatError: The file is empty.
-    """
-    with path.open(encoding="utf-8-sig") as handle:
-        for line in handle:
-            stripped = line.strip()
-            if not stripped:
-                continue
-            if stripped.startswith("["):
-                return "json"
-            if stripped.startswith("{"):
-                try:
-                    first = json.loads(stripped)
-                except json.JSONDecodeError:
-                    return "json"
-                return "jsonl" if isinstance(first, dict) else "json"
-            return "text"
-    raise DatasetFormatError(
-        str(path),
-        location=None,
-        field=None,
-        received="an empty file",
-        expected="JSON, JSON lines or TSV with at least one record",
-    )
-
-
-def _load_json(path: Path) -> object:
-    """Parse a whole JSON document.
-
-    Args:
-        path: The file.
-
-    Returns:
-        The parsed document.
-
-    Raises:
-        DatasetFormatError: The file is not valid JSON (the error names the line).
-    """
-    with path.open(encoding="utf-8-sig") as handle:
-        try:
-            return json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(
-                str(path),
-                location=f"line {exc.lineno}",
-                field=None,
-                received=f"text that is not valid JSON ({exc.msg} at column {exc.colno})",
-                expected="a JSON document",
-            ) from None
-
-
-def _iter_json_lines(path: Path) -> Iterator[tuple[str, object]]:
-    """Stream the objects of a JSON-lines file, one line at a time; blank lines are skipped.
-
-    Args:
-        path: The file.
-
-    Yields:
-        ``("line N", parsed value)`` for each non-blank line, N counting from 1.
-
-    Raises:
-        DatasetFormatError: A line is not valid JSON.
-    """
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(
-                    str(path),
-                    location=f"line {number}",
-                    field=None,
-                    received=f"text that is not valid JSON ({exc.msg} at column {exc.colno})",
-                    expected="one JSON object per line",
-                ) from None
-            yield f"line {number}", value
 
 
 class _Record:
