@@ -44,6 +44,7 @@ from langchain_adaptive_rag.retrievers import (
     create_bm25_retriever,
     load_bm25_retriever,
 )
+from langchain_adaptive_rag.retrieving import RetrieverOptions
 
 __all__ = [
     "AVAILABLE_METHODS",
@@ -62,6 +63,7 @@ __all__ = [
     "HiddenLayerError",
     "PromptTooLongError",
     "QAPrompts",
+    "RetrieverOptions",
     "SeaKRConfig",
     "TAAREConfig",
     "TokenSignals",

@@ -6,17 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage
 from langgraph.config import get_stream_writer
+from langgraph.types import Overwrite
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.policy import Policy, RunContext, bump
+from langchain_adaptive_rag.policy import Policy, RunContext, bump, retrieval_decision
 from langchain_adaptive_rag.retrievers import BM25Retriever
-from langchain_adaptive_rag.state import (
-    AdaptiveRAGState,
-    ResetRetrievals,
-    RetrievalEvent,
-    RetrievedDoc,
-)
+from langchain_adaptive_rag.retrieving import RetrieverOptions, call_retriever
+from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievalEvent, RetrievedDoc
 
 __all__ = [
     "Node",
@@ -33,12 +31,38 @@ Node = Callable[[AdaptiveRAGState], dict[str, Any]]
 """A graph node: state in, partial update out."""
 
 
-def _check_question(state: AdaptiveRAGState) -> None:
+def _check_input(state: AdaptiveRAGState) -> None:
+    """The graph's input: a non-empty question of encodable text, a list of messages."""
     question = state.get("question")
     if not isinstance(question, str) or not question.strip():
         msg = (
             f"The graph received question={question!r}. Expected a non-empty string: "
             'graph.invoke({"question": "..."}).'
+        )
+        raise AdaptiveRAGError(msg)
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        msg = (
+            f"The graph received a question with a character that is not text: "
+            f"{question[error.start : error.end]!r} at position {error.start} (a lone "
+            "surrogate, e.g. from text decoded with errors='surrogateescape'). Expected "
+            "valid Unicode text. Fix: decode the source as UTF-8, or drop the character."
+        )
+        raise AdaptiveRAGError(msg) from None
+    history = state.get("chat_history")
+    if history is not None and (
+        not isinstance(history, list) or not all(isinstance(m, BaseMessage) for m in history)
+    ):
+        kinds = (
+            sorted({type(m).__name__ for m in history})
+            if isinstance(history, list)
+            else type(history).__name__
+        )
+        msg = (
+            f"The graph received chat_history of {kinds}. Expected a list of LangChain "
+            "messages (HumanMessage, AIMessage, ...): "
+            'graph.invoke({"question": "...", "chat_history": [HumanMessage("..."), ...]}).'
         )
         raise AdaptiveRAGError(msg)
 
@@ -48,7 +72,7 @@ def _fresh_run() -> dict[str, Any]:
     return {
         "answer": "",
         "text": "",
-        "retrievals": ResetRetrievals(),
+        "retrievals": Overwrite([]),
         "counts": bump(None),
         "draft": "",
         "draft_tokens": [],
@@ -56,7 +80,9 @@ def _fresh_run() -> dict[str, Any]:
         "draft_entropies": [],
         "draft_words": [],
         "draft_sentences": [],
-        "pending": {},
+        "draft_sentence_texts": [],
+        "decision": retrieval_decision(0, retrieve=False),
+        "query_inputs": {},
         "query": "",
         "docs": [],
         "kept_docs": [],
@@ -73,7 +99,7 @@ def make_draft_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``draft``: the policy's look-ahead generation."""
 
     def draft(state: AdaptiveRAGState) -> dict[str, Any]:
-        _check_question(state)
+        _check_input(state)
         if not state.get("finished"):
             return policy.draft(ctx, state)
         # a finished run on this thread: a new question starts from a clean slate
@@ -88,7 +114,11 @@ def make_score_need_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``score_need``: accept text and decide whether to retrieve."""
 
     def score_need(state: AdaptiveRAGState) -> dict[str, Any]:
-        return policy.score_need(ctx, state)
+        update = policy.score_need(ctx, state)
+        decision = update.get("decision")
+        if isinstance(decision, dict):
+            get_stream_writer()({"event": "decision", **decision})
+        return update
 
     return score_need
 
@@ -116,35 +146,50 @@ def _to_docs(documents: list[Document], offset: int) -> list[RetrievedDoc]:
     ]
 
 
-def make_retrieve_node(policy: Policy, ctx: RunContext) -> Node:
-    """Node ``retrieve``: call the retriever; a failure is recorded, not raised."""
+def _takes_k(retriever: object) -> bool:
+    """Whether the retriever (or the retriever a runnable wraps) takes a per-call ``k``."""
+    while retriever is not None:
+        if isinstance(retriever, BM25Retriever):
+            return True
+        retriever = getattr(retriever, "bound", None)
+    return False
+
+
+def make_retrieve_node(
+    policy: Policy, ctx: RunContext, options: RetrieverOptions | None = None
+) -> Node:
+    """Node ``retrieve``: call the retriever, retrying transient failures.
+
+    A retrieval that finally fails is recorded in the event's note and counted in
+    ``counts["retrieval_errors"]``; the run goes on without documents (see
+    :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+    """
     top_k = policy.config.retrieve_topk
+    settings = options or RetrieverOptions()
+    passes_k = _takes_k(ctx.retriever)
 
     def retrieve(state: AdaptiveRAGState) -> dict[str, Any]:
         query = state.get("query", "")
-        note = ""
-        try:
-            if not query.strip():  # a blank query (reference FLARE, DRAGIN): nothing to find
-                found, note = [], "blank query: nothing retrieved"
-            elif isinstance(ctx.retriever, BM25Retriever):
-                found = ctx.retriever.invoke(query, k=top_k)
-            else:
-                found = ctx.retriever.invoke(query)[:top_k]
-        except Exception as error:  # any retriever failure: continue without documents
-            found = []
-            note = f"retriever raised {type(error).__name__}: {error}"
+        errors = 0
+        if not query.strip():  # a blank query (reference FLARE, DRAGIN): nothing to find
+            found: list[Document] = []
+            note = "blank query: nothing retrieved"
+        else:
+            outcome = call_retriever(ctx.retriever, query, top_k, settings, passes_k=passes_k)
+            found, note = outcome.documents, outcome.error
+            errors = 1 if outcome.error else 0
         if not found and not note:
             note = "retriever returned no documents"
         docs = _to_docs(found, state.get("counts", {}).get("retrievals", 0) * top_k)
         get_stream_writer()(
             {"event": "retrieval", "query": query, "doc_ids": [d["id"] for d in docs], "note": note}
         )
-        pending = dict(state.get("pending", {}))
-        pending["note"] = "; ".join(n for n in (str(pending.get("note", "")), note) if n)
+        decision = dict(state.get("decision") or retrieval_decision(0, retrieve=True))
+        decision["note"] = "; ".join(n for n in (str(decision.get("note", "")), note) if n)
         return {
             "docs": docs,
-            "pending": pending,
-            "counts": bump(state.get("counts"), retrievals=1),
+            "decision": decision,
+            "counts": bump(state.get("counts"), retrievals=1, retrieval_errors=errors),
         }
 
     return retrieve
@@ -161,18 +206,18 @@ def make_rerank_node(policy: Policy, ctx: RunContext) -> Node:
         retrieved = list(state.get("docs", []))
         update = policy.rerank(ctx, state)
         order: list[int] | None = update.get("rerank_order")  # type: ignore[assignment]
-        pending = state.get("pending", {})
+        decision = state.get("decision") or retrieval_decision(0, retrieve=True)
         event: RetrievalEvent = {
             "step": state.get("step", 0),
-            "trigger_position": pending.get("trigger_position"),  # type: ignore[typeddict-item]
-            "trigger_word": pending.get("trigger_word"),  # type: ignore[typeddict-item]
-            "score": pending.get("score"),  # type: ignore[typeddict-item]
-            "threshold": pending.get("threshold"),  # type: ignore[typeddict-item]
+            "trigger_position": decision["trigger_position"],
+            "trigger_word": decision["trigger_word"],
+            "score": decision["score"],
+            "threshold": decision["threshold"],
             "query": state.get("query", ""),
             "doc_ids": [d["id"] for d in retrieved],
             "doc_texts": [d["text"] for d in retrieved],
             "rerank_order": order,
-            "note": str(pending.get("note", "")),
+            "note": decision["note"],
         }
         return {**update, "retrievals": [event]}
 

@@ -7,11 +7,12 @@ builder wires the same seven nodes for every method; the policy fills them in.
 
 from __future__ import annotations
 
+import math
+import types
+import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Literal, Protocol
-
-from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 from langchain_adaptive_rag.generation import (
@@ -26,8 +27,14 @@ from langchain_adaptive_rag.prompts import (
     extract_answer,
     read_answer_as,
 )
+from langchain_adaptive_rag.retrieving import Retriever
 from langchain_adaptive_rag.signals import first_sentence, tokens_covering
-from langchain_adaptive_rag.state import AdaptiveRAGState, Counts, RetrievedDoc
+from langchain_adaptive_rag.state import (
+    AdaptiveRAGState,
+    Counts,
+    RetrievalDecision,
+    RetrievedDoc,
+)
 from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
@@ -37,7 +44,7 @@ __all__ = [
     "RunContext",
     "TraceModel",
     "bump",
-    "no_retrieval_decision",
+    "retrieval_decision",
 ]
 
 NeedRoute = Literal["retrieve", "continue", "draft", "finalize"]
@@ -87,6 +94,9 @@ class GenerationConfig:
     """Tokens generated after the forced ``So the answer is`` when no answer was given."""
 
     def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for item in fields(self):
+            _check_type(type(self).__name__, item.name, getattr(self, item.name), hints[item.name])
         for name in ("generate_max_length", "retrieve_topk", "max_rounds", "forced_answer_tokens"):
             value = getattr(self, name)
             if value < 1:
@@ -94,31 +104,123 @@ class GenerationConfig:
                 raise AdaptiveRAGError(msg)
 
 
+def _check_type(owner: str, name: str, value: object, hint: object) -> None:
+    """Fail unless ``value`` is of the annotated type ``hint``, naming the field.
+
+    Integers must be ``int`` (not ``bool``), floats real numbers (not ``bool``, not NaN),
+    ``Literal`` fields one of their values; ``X | None`` accepts ``None``.
+    """
+    if _fits(value, hint):
+        return
+    expected = _describe(hint)
+    msg = (
+        f"{owner}.{name} must be {expected}, got {value!r} ({type(value).__name__}). "
+        f"Fix: {owner}({name}=...) with a value of that type."
+    )
+    raise AdaptiveRAGError(msg)
+
+
+def _describe(hint: object) -> str:
+    """A field type in words."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(option) for option in typing.get_args(hint))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(option) for option in typing.get_args(hint))
+    words: dict[object, str] = {
+        type(None): "None",
+        bool: "True or False",
+        int: "an integer (not a bool)",
+        float: "a real number (not a bool, not NaN)",
+        str: "a string",
+        tuple: "a tuple",
+    }
+    return words.get(origin or hint, str(hint))
+
+
+def _fits(value: object, hint: object) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return any(
+            value == option and type(value) is type(option) for option in typing.get_args(hint)
+        )
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and not math.isnan(value)
+        )
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple or hint is tuple:
+        return isinstance(value, tuple)
+    return True  # other annotations (callables, nested configs) are the field's own check
+
+
 @dataclass(frozen=True)
 class RunContext:
     """The dependencies a policy works with."""
 
     model: TraceModel
-    retriever: BaseRetriever
+    retriever: Retriever
     prompts: QAPrompts
 
 
-def no_retrieval_decision(score: float | None, threshold: float) -> dict[str, object]:
-    """The ``pending`` record of a decision not to retrieve: the score closest to firing.
+def retrieval_decision(
+    step: int,
+    *,
+    retrieve: bool,
+    score: float | None = None,
+    threshold: float | None = None,
+    trigger_position: int | None = None,
+    trigger_word: str | None = None,
+    trigger_words: Sequence[str] = (),
+    note: str = "",
+) -> RetrievalDecision:
+    """The record of one ``score_need`` decision (see :class:`RetrievalDecision`).
 
     Args:
-        score: The method's need score nearest the threshold (``None``: nothing scored).
+        step: The generation round deciding (the ``step`` its update sets).
+        retrieve: Whether it retrieves.
+        score: The need score at the trigger, or nearest the threshold when none fired.
         threshold: The threshold it was compared with.
+        trigger_position: Token index of the trigger in the draft.
+        trigger_word: The triggering word (or sentence, or decision text).
+        trigger_words: Every word over the threshold.
+        note: What the run should know about the decision.
 
     Returns:
-        ``{"trigger_position": None, "trigger_word": None, "score", "threshold"}``.
+        The decision, plain data.
     """
-    return {"trigger_position": None, "trigger_word": None, "score": score, "threshold": threshold}
+    return {
+        "step": step,
+        "retrieve": retrieve,
+        "trigger_position": trigger_position,
+        "trigger_word": trigger_word,
+        "trigger_words": list(trigger_words),
+        "score": None if score is None else float(score),
+        "threshold": None if threshold is None else float(threshold),
+        "note": note,
+    }
 
 
 def bump(counts: Counts | None, **deltas: int) -> Counts:
     """Return ``counts`` with ``deltas`` added (missing counters start at 0)."""
-    base: Counts = {"retrievals": 0, "llm_calls": 0, "generated_tokens": 0, "rounds": 0}
+    base: Counts = {
+        "retrievals": 0,
+        "llm_calls": 0,
+        "generated_tokens": 0,
+        "rounds": 0,
+        "retrieval_errors": 0,
+    }
     if counts:
         base.update(counts)
     for key, delta in deltas.items():
@@ -274,6 +376,7 @@ class Policy:
         update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = state.get("step", 0) + 1
+        update["decision"] = retrieval_decision(update["step"], retrieve=False)  # type: ignore[arg-type]
         return update
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:

@@ -6,7 +6,6 @@ with any LangGraph checkpointer and a run can be audited without re-running it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from langchain_core.messages import BaseMessage
@@ -17,7 +16,8 @@ __all__ = [
     "AdaptiveRAGOutput",
     "AdaptiveRAGState",
     "Counts",
-    "ResetRetrievals",
+    "QueryInput",
+    "RetrievalDecision",
     "RetrievalEvent",
     "RetrievedDoc",
     "ScoredWord",
@@ -70,22 +70,54 @@ class Counts(TypedDict):
     """Efficiency counters of one run."""
 
     retrievals: int
+    """Retriever calls (retried attempts of one retrieval count once)."""
     llm_calls: int
+    """Generations (each sample of a batched call counts)."""
     generated_tokens: int
+    """Tokens generated, all samples."""
     rounds: int
+    """Generation rounds."""
+    retrieval_errors: int
+    """Retrievals that finally failed (the run went on without their documents)."""
 
 
-@dataclass(frozen=True)
-class ResetRetrievals:
-    """An update of ``retrievals`` that empties it (a new question on the same thread)."""
+class RetrievalDecision(TypedDict):
+    """One ``score_need`` decision: whether the draft needs retrieval, and why.
+
+    Every method writes it in the same shape (the graph streams it as a ``"decision"``
+    event, retrieval events copy it, the visualisation reads it).
+    """
+
+    step: int
+    """Generation round of the decision (from 1)."""
+    retrieve: bool
+    """Whether it retrieves."""
+    trigger_position: int | None
+    """Token index in the draft of the trigger (``None``: none, or a fixed schedule)."""
+    trigger_word: str | None
+    """The word (or sentence, or decision text) that triggered, or came closest."""
+    trigger_words: list[str]
+    """Every word over the threshold (DRAGIN), else empty."""
+    score: float | None
+    """The need score at the trigger, or the one nearest the threshold when none fired."""
+    threshold: float | None
+    """The threshold it was compared with (``None`` for methods without one)."""
+    note: str
+    """``""``, or what the run should know (an unparseable decision, a retriever error)."""
+
+
+QueryInput = str | list[str] | list[int]
+"""A value a method's ``score_need`` leaves for its ``formulate_query``."""
 
 
 def add_retrievals(
-    current: list[RetrievalEvent] | None, update: list[RetrievalEvent] | ResetRetrievals
+    current: list[RetrievalEvent] | None, update: list[RetrievalEvent]
 ) -> list[RetrievalEvent]:
-    """Reducer of ``retrievals``: append new events, or start over on :class:`ResetRetrievals`."""
-    if isinstance(update, ResetRetrievals):
-        return []
+    """Reducer of ``retrievals``: append new events.
+
+    A new question on a thread whose run finished starts over with LangGraph's
+    ``Overwrite([])``, plain data under strict checkpoint serialisation.
+    """
     return [*(current or []), *update]
 
 
@@ -122,6 +154,9 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """Their log-probabilities."""
     draft_entropies: NotRequired[list[float]]
     """Their entropies."""
+    draft_uncertainty: NotRequired[float]
+    """The draft's uncertainty where the method measures it while drafting (SeaKR's
+    ``U``)."""
     draft_attention: NotRequired[list[float]]
     """Attention each draft token received (DRAGIN's RIND attention, before word sums)."""
     draft_words: NotRequired[list[ScoredWord]]
@@ -131,8 +166,11 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     draft_sentence_texts: NotRequired[list[str]]
     """The draft's sentences as text, where a method splits them so (DRAGIN's reference
     mode: spaCy's sentences, stripped)."""
-    pending: NotRequired[dict[str, object]]
-    """The retrieval decision being carried out (trigger, score, threshold)."""
+    decision: NotRequired[RetrievalDecision]
+    """The latest ``score_need`` decision."""
+    query_inputs: NotRequired[dict[str, QueryInput]]
+    """What the method's ``score_need`` leaves for its ``formulate_query`` (DRAGIN: the
+    triggering sentence's words and the text before it; FLARE: the masked sentence)."""
     query: NotRequired[str]
     """The query of the retrieval being carried out."""
     docs: NotRequired[list[RetrievedDoc]]

@@ -177,16 +177,32 @@ def _answer(graph: AnswerGraph, example: Example) -> tuple[Record, Exception | N
         )
         return record, exc
     counts = output.get("counts")
+    counts = counts if isinstance(counts, Mapping) else {}
     record.update(
         {
             "prediction": {"answer": answer, "text": str(output.get("text") or "")},
             "metrics": metrics,
-            "counts": json_safe(counts if isinstance(counts, Mapping) else {}),
+            "counts": json_safe(counts),
             "seconds": round(time.perf_counter() - start, 4),
             "retrievals": json_safe(output.get("retrievals") or []),
             "error": None,
         }
     )
+    failed = int(counts.get("retrieval_errors", 0) or 0)
+    if failed:  # answered without some documents: an error, redone by --retry-errors
+        events = output.get("retrievals")
+        notes = [
+            str(e.get("note"))
+            for e in (events if isinstance(events, list) else [])
+            if isinstance(e, Mapping) and str(e.get("note", "")).startswith("retriever raised")
+        ]
+        error = AdaptiveRAGError(
+            f"{failed} of {counts.get('retrievals', failed)} retrievals failed after their "
+            f"retries ({'; '.join(notes) or 'see the retrieval notes'}); the answer was "
+            "generated without their documents."
+        )
+        record["error"] = {"type": "RetrievalError", "message": str(error), "traceback": ""}
+        return record, error
     return record, None
 
 

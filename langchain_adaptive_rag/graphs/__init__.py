@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
@@ -30,6 +29,7 @@ from langchain_adaptive_rag.graphs.ta_are import (
 )
 from langchain_adaptive_rag.policy import GenerationConfig, Policy, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 
 __all__ = [
     "AVAILABLE_METHODS",
@@ -129,12 +129,13 @@ def display_name(method: str) -> str:
 
 def create_adaptive_rag_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     method: Method,
     *,
     config: GenerationConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """Build the graph of any method by name.
@@ -146,6 +147,8 @@ def create_adaptive_rag_graph(
         config: The method's config class (``FLAREConfig`` for ``"flare"``, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
+        retriever_options: Retries, time limit and failure handling of the retriever
+            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
         name: Graph name.
 
     Returns:
@@ -177,5 +180,6 @@ def create_adaptive_rag_graph(
         retriever,
         prompts=prompts,
         checkpointer=checkpointer,
+        retriever_options=retriever_options,
         name=name,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -20,6 +20,7 @@ from langchain_adaptive_rag.nodes import (
 )
 from langchain_adaptive_rag.policy import Policy, RunContext, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.routing import route_after_continue, route_after_score_need
 from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, AdaptiveRAGState
 
@@ -33,10 +34,11 @@ AdaptiveRAGGraph = CompiledStateGraph[AdaptiveRAGState, None, AdaptiveRAGInput, 
 def build_adaptive_rag_graph(
     policy: Policy,
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """Wire the seven nodes around ``policy`` and compile.
@@ -50,6 +52,8 @@ def build_adaptive_rag_graph(
         retriever: Any LangChain retriever.
         prompts: Prompt templates (default: :class:`QAPrompts`).
         checkpointer: Passed to ``compile``.
+        retriever_options: Retries, time limit and failure handling of the retriever
+            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
         name: Graph name (default: the method's name).
 
     Returns:
@@ -61,10 +65,12 @@ def build_adaptive_rag_graph(
         AdaptiveRAGError: The model or retriever cannot serve the method.
     """
     policy.check_model(model)
-    if not isinstance(retriever, BaseRetriever):
+    if not isinstance(retriever, Runnable):
         msg = (
-            f"retriever must be a LangChain BaseRetriever, got {type(retriever).__name__}. "
-            "Fix: create_bm25_retriever(texts) or any retriever (vector_store.as_retriever())."
+            f"retriever must be a LangChain retriever (a BaseRetriever, or a runnable that "
+            f"takes the query, such as retriever.with_retry()), got "
+            f"{type(retriever).__name__}. Fix: create_bm25_retriever(texts) or any "
+            "retriever (vector_store.as_retriever())."
         )
         raise AdaptiveRAGError(msg)
     ctx = RunContext(model=model, retriever=retriever, prompts=prompts or QAPrompts())
@@ -75,7 +81,7 @@ def build_adaptive_rag_graph(
         "draft": make_draft_node(policy, ctx),
         "score_need": make_score_need_node(policy, ctx),
         "formulate_query": make_formulate_query_node(policy, ctx),
-        "retrieve": make_retrieve_node(policy, ctx),
+        "retrieve": make_retrieve_node(policy, ctx, retriever_options),
         "rerank": make_rerank_node(policy, ctx),
         "continue_generation": make_continue_generation_node(policy, ctx),
         "finalize": make_finalize_node(policy, ctx),

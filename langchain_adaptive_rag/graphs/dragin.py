@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
-from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.chat_models import AttentionMatrix
@@ -39,10 +38,11 @@ from langchain_adaptive_rag.policy import (
     RunContext,
     TraceModel,
     bump,
-    no_retrieval_decision,
+    retrieval_decision,
 )
 from langchain_adaptive_rag.pos import content_flags, load_pos_tagger, load_sentence_splitter
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     Word,
     aggregate_words,
@@ -221,8 +221,11 @@ class DRAGINPolicy(Policy):
             else:
                 update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
             update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
-            update["pending"] = no_retrieval_decision(
-                float(scores.max()) if scores.size else None, self.config.theta
+            update["decision"] = retrieval_decision(
+                step,
+                retrieve=False,
+                score=float(scores.max()) if scores.size else None,
+                threshold=self.config.theta,
             )
             return update
         first = trigger.words[0]
@@ -239,7 +242,18 @@ class DRAGINPolicy(Policy):
             earlier = " ".join(state.get("draft_sentence_texts", [])[:index])
         elif cut:
             update = self.accept(ctx, state, "".join(tokens[:cut]), cut)
-        if update.get("finished"):
+        finished = bool(update.get("finished"))
+        update["decision"] = retrieval_decision(
+            step,
+            retrieve=not finished,
+            score=trigger.score,
+            threshold=self.config.theta,
+            trigger_position=trigger_start,
+            trigger_word=str(words[first]["text"]),
+            trigger_words=[str(words[i]["text"]) for i in hits],
+            note="the text before the trigger ended the run" if finished else "",
+        )
+        if finished:
             update.update({"route": "finalize", "step": step})
             return update
         update.update(
@@ -247,11 +261,7 @@ class DRAGINPolicy(Policy):
                 "route": "retrieve",
                 "step": step,
                 "finished": False,
-                "pending": {
-                    "trigger_position": trigger_start,
-                    "trigger_word": str(words[first]["text"]),
-                    "score": trigger.score,
-                    "threshold": self.config.theta,
+                "query_inputs": {
                     "trigger_words": [str(words[i]["text"]) for i in hits],
                     "prefix": "".join(tokens[cut:trigger_start]),
                     "earlier": earlier,
@@ -289,12 +299,13 @@ class DRAGINPolicy(Policy):
         """QFS: the content words the triggering words attend to most."""
         if self.config.mode == "reference":
             return self._reference_query(ctx, state)
-        pending = state.get("pending", {})
-        trigger_word = str(pending.get("trigger_word", ""))
-        excluded = {_norm(str(w)) for w in pending.get("trigger_words", [])}  # type: ignore[attr-defined]
+        inputs = state.get("query_inputs", {})
+        decision = state.get("decision")
+        trigger_word = str(decision["trigger_word"] or "") if decision else ""
+        excluded = {_norm(str(w)) for w in inputs.get("trigger_words", [])}
         context = " ".join(
             part.strip()
-            for part in (state["question"], state.get("text", ""), str(pending.get("prefix", "")))
+            for part in (state["question"], state.get("text", ""), str(inputs.get("prefix", "")))
             if part.strip()
         )
         matrix = self._model(ctx).forward_attention(
@@ -318,11 +329,11 @@ class DRAGINPolicy(Policy):
         The whole triggering sentence in context, renormalised rows of every triggering
         word, exclusion by position, no fallback to the question.
         """
-        pending = state.get("pending", {})
-        sentence = [str(w) for w in pending.get("sentence_words", [])]  # type: ignore[attr-defined]
-        offsets = [int(i) for i in pending.get("hit_offsets", [])]  # type: ignore[attr-defined]
-        text = str(pending.get("text_before", ""))
-        earlier = str(pending.get("earlier", ""))
+        inputs = state.get("query_inputs", {})
+        sentence = [str(w) for w in inputs.get("sentence_words", [])]
+        offsets = [int(i) for i in inputs.get("hit_offsets", [])]
+        text = str(inputs.get("text_before", ""))
+        earlier = str(inputs.get("earlier", ""))
         context = f"{state['question']} {text} {earlier} {' '.join(sentence)}"
         matrix = self._model(ctx).forward_attention(context, layer=self.config.attention_layer)
         pieces = list(matrix.tokens)
@@ -357,7 +368,7 @@ class DRAGINPolicy(Policy):
             return self.continue_first_sentence(ctx, state)
         # the code: the sentences before the trigger follow the text in the prompt, the
         # first spaCy sentence of the unstopped continuation joins them
-        earlier = str(state.get("pending", {}).get("earlier", ""))
+        earlier = str(state.get("query_inputs", {}).get("earlier", ""))
         trace = self._generate_unstopped(ctx, state, state.get("docs", []), earlier.strip())
         sentences = load_sentence_splitter(self.config.spacy_model)(trace.text)
         pieces = (state.get("text", "").strip(), earlier.strip(), sentences[0] if sentences else "")
@@ -460,11 +471,12 @@ def _norm(word: str) -> str:
 
 def create_dragin_graph(
     model: AttentionModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: DRAGINConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """DRAGIN graph: RIND decides when to retrieve, QFS what to retrieve.
@@ -478,6 +490,8 @@ def create_dragin_graph(
         config: DRAGIN settings (``theta``, ``query_top_n``, attention mode, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
+        retriever_options: Retries, time limit and failure handling of the retriever
+            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
         name: Graph name.
 
     Returns:
@@ -485,5 +499,11 @@ def create_dragin_graph(
     """
     policy = DRAGINPolicy(config or DRAGINConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )

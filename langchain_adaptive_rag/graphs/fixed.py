@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    Policy,
+    RunContext,
+    TraceModel,
+    bump,
+    retrieval_decision,
+)
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState
 
 __all__ = [
@@ -50,13 +57,8 @@ class _RetrieveEveryRound(Policy):
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Always retrieve (no trigger, score or threshold)."""
-        pending = {
-            "trigger_position": None,
-            "trigger_word": None,
-            "score": None,
-            "threshold": None,
-        }
-        return {"route": "retrieve", "pending": pending}
+        step = state.get("step", 0)  # the round that follows counts the step
+        return {"route": "retrieve", "decision": retrieval_decision(step + 1, retrieve=True)}
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The text accepted last round; the question in the first round."""
@@ -75,7 +77,8 @@ class SingleRoundPolicy(_RetrieveEveryRound):
         """Retrieve in the first round only."""
         if state.get("step", 0) == 0:
             return super().score_need(ctx, state)
-        return {"route": "continue"}  # keep generating with the same documents
+        decision = retrieval_decision(state.get("step", 0) + 1, retrieve=False)
+        return {"route": "continue", "decision": decision}  # the same documents again
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The question."""
@@ -141,63 +144,91 @@ class FixSentencePolicy(_RetrieveEveryRound):
 
 def create_no_retrieval_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: GenerationConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """wo-RAG graph: the model answers from its own knowledge (``retriever`` is unused)."""
     policy = NoRetrievalPolicy(config or GenerationConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )
 
 
 def create_single_round_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: GenerationConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """SR-RAG graph: retrieve with the question once, then answer with the documents."""
     policy = SingleRoundPolicy(config or GenerationConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )
 
 
 def create_fix_length_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: FixLengthConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """FL-RAG graph: retrieve every ``config.fix_length`` tokens."""
     policy = FixLengthPolicy(config or FixLengthConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )
 
 
 def create_fix_sentence_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: FixSentenceConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """FS-RAG graph: retrieve before every sentence."""
     policy = FixSentencePolicy(config or FixSentenceConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )

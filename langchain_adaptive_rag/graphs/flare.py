@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
@@ -30,10 +29,11 @@ from langchain_adaptive_rag.policy import (
     Policy,
     RunContext,
     TraceModel,
-    no_retrieval_decision,
+    retrieval_decision,
 )
 from langchain_adaptive_rag.pos import load_sentence_splitter
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     flare_sentence_score,
     masked_query,
@@ -125,30 +125,10 @@ class FLAREPolicy(Policy):
             )
             if not decision.uncertain:
                 continue
-            keep = "".join(tokens[:start])
-            update = self.accept(ctx, state, keep, start) if start else {}
-            if update.get("finished"):  # answered or out of budget before the trigger
-                update.update({"route": "finalize", "step": step})
-                return update
-            trigger = start + decision.position
-            update.update(
-                {
-                    "route": "retrieve",
-                    "step": step,
-                    "finished": False,
-                    "pending": {
-                        "trigger_position": trigger,
-                        "trigger_word": tokens[trigger].strip(),
-                        "score": decision.score,
-                        "threshold": self.config.theta,
-                        "sentence": "".join(tokens[start:end]),
-                        "query": masked_query(
-                            tokens[start:end], probs[start:end], self.config.beta
-                        ),
-                    },
-                }
+            query = masked_query(tokens[start:end], probs[start:end], self.config.beta)
+            return self._retrieve_at(
+                ctx, state, start, start + decision.position, decision.score, query
             )
-            return update
         update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = step
@@ -157,7 +137,45 @@ class FLAREPolicy(Policy):
             for a, b in token_sentences(tokens)
         ]
         closest = (min if self.config.trigger == "any_token" else max)(scores, default=None)
-        update["pending"] = no_retrieval_decision(closest, self.config.theta)
+        update["decision"] = retrieval_decision(
+            step, retrieve=False, score=closest, threshold=self.config.theta
+        )
+        return update
+
+    def _retrieve_at(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        start: int,
+        trigger: int,
+        score: float,
+        query: str,
+    ) -> dict[str, object]:
+        """Accept the draft before token ``start`` and retrieve with ``query``.
+
+        A run the accepted text ends (it gave the answer or spent the budget) finalizes
+        instead.
+        """
+        tokens = state.get("draft_tokens", [])
+        step = state.get("step", 0) + 1
+        update = self.accept(ctx, state, "".join(tokens[:start]), start) if start else {}
+        finished = bool(update.get("finished"))
+        note = "the text before the uncertain sentence ended the run" if finished else ""
+        update["decision"] = retrieval_decision(
+            step,
+            retrieve=not finished,
+            score=score,
+            threshold=self.config.theta,
+            trigger_position=trigger,
+            trigger_word=tokens[trigger].strip(),
+            note=note,
+        )
+        if finished:
+            update.update({"route": "finalize", "step": step})
+            return update
+        update.update(
+            {"route": "retrieve", "step": step, "finished": False, "query_inputs": {"query": query}}
+        )
         return update
 
     def _reference_score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -183,35 +201,18 @@ class FLAREPolicy(Policy):
             scores.append(score)
             if score <= theta:
                 continue
-            cut = _tokens_before(tokens, starts[index])
-            update = self.accept(ctx, state, "".join(tokens[:cut]), cut) if cut else {}
-            if update.get("finished"):
-                update.update({"route": "finalize", "step": step})
-                return update
             trigger = start + int(np.argmin(probs[start:end]))
             query = reference_masked_query(
                 sentences[index], pieces[start:end], probs[start:end], theta
             )
-            update.update(
-                {
-                    "route": "retrieve",
-                    "step": step,
-                    "finished": False,
-                    "pending": {
-                        "trigger_position": trigger,
-                        "trigger_word": tokens[trigger].strip(),
-                        "score": score,
-                        "threshold": theta,
-                        "sentence": sentences[index],
-                        "query": query,
-                    },
-                }
-            )
-            return update
+            cut = _tokens_before(tokens, starts[index])
+            return self._retrieve_at(ctx, state, cut, trigger, score, query)
         update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = step
-        update["pending"] = no_retrieval_decision(max(scores, default=None), theta)
+        update["decision"] = retrieval_decision(
+            step, retrieve=False, score=max(scores, default=None), threshold=theta
+        )
         return update
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
@@ -220,7 +221,7 @@ class FLAREPolicy(Policy):
         The question when every token was masked, except in reference mode with
         ``trigger="mean"``, where a blank query retrieves nothing.
         """
-        query = str(state.get("pending", {}).get("query", ""))
+        query = str(state.get("query_inputs", {}).get("query", ""))
         if self.config.trigger == "mean" and self.config.mode == "reference":
             return self.cut_query(ctx, query, self.config.query_max_tokens)
         return query or state["question"]
@@ -241,11 +242,12 @@ def _tokens_before(tokens: list[str], offset: int) -> int:
 
 def create_flare_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: FLAREConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """FLARE graph: retrieve when a look-ahead sentence holds low-probability tokens.
@@ -256,6 +258,8 @@ def create_flare_graph(
         config: FLARE settings (``theta``, ``beta``, trigger rule, budget).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
+        retriever_options: Retries, time limit and failure handling of the retriever
+            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
         name: Graph name.
 
     Returns:
@@ -263,5 +267,11 @@ def create_flare_graph(
     """
     policy = FLAREPolicy(config or FLAREConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )

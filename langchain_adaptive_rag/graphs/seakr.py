@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
@@ -41,7 +40,7 @@ from langchain_adaptive_rag.policy import (
     RunContext,
     TraceModel,
     bump,
-    no_retrieval_decision,
+    retrieval_decision,
 )
 from langchain_adaptive_rag.prompts import (
     QAPrompts,
@@ -49,6 +48,7 @@ from langchain_adaptive_rag.prompts import (
     extract_answer,
     read_answer_as,
 )
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     energy_score,
     gram_uncertainty,
@@ -345,7 +345,7 @@ class SeaKRPolicy(Policy):
             "draft_tokens": step.tokens,
             "draft_logprobs": step.logprobs,
             "draft_entropies": step.entropies,
-            "pending": {"score": step.uncertainty},
+            "draft_uncertainty": step.uncertainty,
             "counts": bump(
                 state.get("counts"),
                 llm_calls=step.calls,
@@ -361,25 +361,26 @@ class SeaKRPolicy(Policy):
         ``U``, as in the reference code: the final answer's uncertainty is weighed by
         self-aware reasoning in :meth:`finalize`, not by another retrieval.
         """
-        score = state.get("pending", {}).get("score")
+        score = state.get("draft_uncertainty")
         uncertainty = float(score) if isinstance(score, (int, float)) else math.inf
         step = state.get("step", 0) + 1
         kept_docs = len(state.get("kept_docs", []))
         answers = ctx.prompts.answer_marker in state.get("draft", "").lower()
         if uncertainty > self.config.delta and kept_docs < self.config.max_docs and not answers:
-            return {
-                "route": "retrieve",
-                "step": step,
-                "pending": {
-                    "trigger_position": 0,
-                    "trigger_word": state.get("draft", "").strip(),
-                    "score": uncertainty,
-                    "threshold": self.config.delta,
-                },
-            }
+            decision = retrieval_decision(
+                step,
+                retrieve=True,
+                score=uncertainty,
+                threshold=self.config.delta,
+                trigger_position=0,
+                trigger_word=state.get("draft", "").strip(),
+            )
+            return {"route": "retrieve", "step": step, "decision": decision}
         update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
         update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
-        update["pending"] = no_retrieval_decision(uncertainty, self.config.delta)
+        update["decision"] = retrieval_decision(
+            step, retrieve=False, score=uncertainty, threshold=self.config.delta
+        )
         return update
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
@@ -653,7 +654,7 @@ def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) ->
     """A ``delta`` under which about ``retrieve_fraction`` of the given steps would retrieve.
 
     Run a graph (or :meth:`SeaKRPolicy.draft`) on held-out questions, collect the ``U``
-    of their steps (``pending["score"]``), and pick the quantile that matches how often
+    of their steps (``draft_uncertainty``), and pick the quantile that matches how often
     retrieval should fire.
 
     Args:
@@ -675,11 +676,12 @@ def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) ->
 
 def create_seakr_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: SeaKRConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """SeaKR graph: retrieve when the model's sampled hidden states disagree.
@@ -690,6 +692,8 @@ def create_seakr_graph(
         config: SeaKR settings (``delta``, ``k``, layer, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
+        retriever_options: Retries, time limit and failure handling of the retriever
+            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
         name: Graph name.
 
     Returns:
@@ -702,5 +706,6 @@ def create_seakr_graph(
         retriever,
         prompts=prompts,
         checkpointer=checkpointer,
+        retriever_options=retriever_options,
         name=name,
     )

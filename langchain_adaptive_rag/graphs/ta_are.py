@@ -20,13 +20,20 @@ from typing import Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, RunContext, TraceModel, bump
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    Policy,
+    RunContext,
+    TraceModel,
+    bump,
+    retrieval_decision,
+)
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState
 from langchain_adaptive_rag.streaming import token_stream
 
@@ -147,21 +154,14 @@ class VanillaPolicy(Policy):
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Retrieve on "[Yes]" and on an unparseable decision; answer directly on "[No]"."""
-        decision = parse_decision(state.get("draft", ""))
-        if decision is False:
-            return {"route": "continue", "step": 1, "docs": []}
-        note = "" if decision else f"unparseable decision {state.get('draft', '')!r}: retrieved"
-        return {
-            "route": "retrieve",
-            "step": 1,
-            "pending": {
-                "trigger_position": None,
-                "trigger_word": state.get("draft", "").strip(),
-                "score": None,
-                "threshold": None,
-                "note": note,
-            },
-        }
+        said = parse_decision(state.get("draft", ""))
+        answer = state.get("draft", "").strip()
+        if said is False:
+            decision = retrieval_decision(1, retrieve=False, trigger_word=answer)
+            return {"route": "continue", "step": 1, "docs": [], "decision": decision}
+        note = "" if said else f"unparseable decision {state.get('draft', '')!r}: retrieved"
+        decision = retrieval_decision(1, retrieve=True, trigger_word=answer, note=note)
+        return {"route": "retrieve", "step": 1, "decision": decision}
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Answer, over a paragraph of the documents when there are any."""
@@ -258,27 +258,35 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 def create_vanilla_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: TAAREConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """Vanilla prompting graph: the model says whether it needs retrieval."""
     policy = VanillaPolicy(config or TAAREConfig())
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )
 
 
 def create_ta_are_graph(
     model: TraceModel,
-    retriever: BaseRetriever,
+    retriever: Retriever,
     *,
     config: TAAREConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
     embeddings: Embeddings | None = None,
 ) -> AdaptiveRAGGraph:
@@ -289,5 +297,11 @@ def create_ta_are_graph(
     """
     policy = TAAREPolicy(config or TAAREConfig(), embeddings)
     return build_adaptive_rag_graph(
-        policy, model, retriever, prompts=prompts, checkpointer=checkpointer, name=name
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -133,7 +133,6 @@ class _Recorder:
         self.text = ""
         self.answer = ""
         self.counts: dict[str, int] = {}
-        self.pending: dict[str, Any] = {}
         self.query = ""
         self.docs_note = ""
 
@@ -145,8 +144,6 @@ class _Recorder:
     def feed(self, node: str, update: Mapping[str, Any]) -> None:
         if isinstance(update.get("counts"), Mapping):
             self.counts = {str(k): int(v) for k, v in update["counts"].items()}
-        if isinstance(update.get("pending"), Mapping):
-            self.pending = dict(update["pending"])
         handler = getattr(self, f"_on_{node}", None)
         if handler is not None:
             handler(update)
@@ -156,8 +153,7 @@ class _Recorder:
     def _on_draft(self, update: Mapping[str, Any]) -> None:
         if "text" in update:  # a finished thread starts over
             self.text = str(update["text"])
-        pending = update.get("pending")
-        score = _number(pending.get("score")) if isinstance(pending, Mapping) else None
+        score = _number(update.get("draft_uncertainty"))
         words = [
             WordRecord(
                 start=int(w["start"]), end=int(w["end"]), text=str(w["text"]), score=w["score"]
@@ -181,22 +177,25 @@ class _Recorder:
         if isinstance(update.get("text"), str):
             current.accepted = _added(self.text, update["text"])
         route = str(update.get("route", ""))
-        given = update.get("pending")
-        if route == "retrieve":
-            pending = self.pending
-        else:  # a decision not to retrieve reports the score nearest the threshold
-            pending = dict(given) if isinstance(given, Mapping) else {}
-        position = pending.get("trigger_position")
-        word = pending.get("trigger_word")
+        given = update.get("decision")
+        decision: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        position = decision.get("trigger_position")
+        word = decision.get("trigger_word")
         current.decision = Decision(
             route=route,
             trigger_position=int(position) if isinstance(position, int) else None,
             trigger_word=None if word is None else str(word),
-            trigger_words=[str(w) for w in pending.get("trigger_words") or []],
-            score=_number(pending.get("score")),
-            threshold=_number(pending.get("threshold")),
-            note=str(pending.get("note", "")),
+            trigger_words=[str(w) for w in decision.get("trigger_words") or []],
+            score=_number(decision.get("score")),
+            threshold=_number(decision.get("threshold")),
+            note=str(decision.get("note", "")),
         )
+
+    def _on_retrieve(self, update: Mapping[str, Any]) -> None:
+        given = update.get("decision")
+        current = self.current()
+        if isinstance(given, Mapping) and current.decision is not None:  # the retriever's note
+            current.decision = replace(current.decision, note=str(given.get("note", "")))
 
     def _on_formulate_query(self, update: Mapping[str, Any]) -> None:
         self.query = str(update.get("query", ""))

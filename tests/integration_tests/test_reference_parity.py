@@ -346,6 +346,6 @@ def test_seakr_reference_uncertainty_matches_the_official_definition(
         # the toy model's samples mostly agree (rank one), where float32 rounding rivals
         # alpha: only the code's own operations reproduce its value
         assert SeaKRPolicy(config)._uncertainty(traces[0], samples) == expected
-        assert seen["draft"]["pending"]["score"] == expected
+        assert seen["draft"]["draft_uncertainty"] == expected
         compared += 1
     assert compared == 6

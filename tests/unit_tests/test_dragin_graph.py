@@ -164,10 +164,11 @@ def test_a_decision_not_to_retrieve_reports_its_nearest_score() -> None:
     updates = [u for u in graph.stream({"question": QUESTION}, stream_mode="updates")]
     (decision,) = [u["score_need"] for u in updates if "score_need" in u][:1]
     assert decision["route"] in {"draft", "finalize"}
-    pending = decision["pending"]
+    record = decision["decision"]
     # the highest RIND of the draft (s(1931.) = 0.816) against theta 1.0, no trigger
-    assert pending["score"] == pytest.approx(0.816, abs=1e-3)
-    assert pending["threshold"] == 1.0 and pending["trigger_position"] is None
+    assert record["score"] == pytest.approx(0.816, abs=1e-3)
+    assert record["threshold"] == 1.0 and record["trigger_position"] is None
+    assert record["retrieve"] is False and record["step"] == 1
     draft = next(u["draft"] for u in updates if "draft" in u)
     assert len(draft["draft_attention"]) == len(DRAFT_TOKENS)
 

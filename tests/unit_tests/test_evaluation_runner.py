@@ -16,6 +16,8 @@ import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langgraph.types import RetryPolicy
+from pydantic import Field
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation import Example
@@ -52,6 +54,7 @@ from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGInput
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 
@@ -196,7 +199,13 @@ def test_each_result_is_written_before_the_next_question_starts(tmp_path: Path) 
     assert first["id"] == "q1" and first["answers"] == ["1931"]
     assert first["prediction"] == {"answer": "1931", "text": " So the answer is 1931."}
     assert first["metrics"] == {"em": 1.0, "f1": 1.0, "precision": 1.0, "recall": 1.0, "match": 1.0}
-    assert first["counts"] == {"retrievals": 0, "llm_calls": 1, "generated_tokens": 5, "rounds": 1}
+    assert first["counts"] == {
+        "retrievals": 0,
+        "llm_calls": 1,
+        "generated_tokens": 5,
+        "rounds": 1,
+        "retrieval_errors": 0,
+    }
     assert first["error"] is None and first["retrievals"] == []
     assert isinstance(first["seconds"], float)
     stored = json.loads((tmp_path / "run.json").read_text())
@@ -241,6 +250,52 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(tmp_path: Path) -> N
     records = read_results(tmp_path)
     assert [r["id"] for r in records] == ["q1", "q2", "q4", "q5", "q3"]
     assert all(r["error"] is None for r in records)
+
+
+class OutageRetriever(BaseRetriever):
+    """Down (ConnectionError) for the questions in ``down``; returns PASSAGES otherwise."""
+
+    down: set[str] = Field(default_factory=set)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        if query in self.down:
+            raise ConnectionError("search service down")
+        return [Document(id=f"p{i}", page_content=t) for i, t in enumerate(PASSAGES)]
+
+
+def test_a_retrieval_that_finally_failed_is_an_error_redone_by_retry_errors(
+    tmp_path: Path,
+) -> None:
+    options = RetrieverOptions(retry=RetryPolicy(max_attempts=2, initial_interval=0.0))
+    settings = RunSettings(method="single_round", dataset="hotpotqa", data_file="dev.json")
+
+    def graph(down: set[str]) -> AdaptiveRAGGraph:
+        return create_adaptive_rag_graph(
+            KeyedModel(REPLIES, with_docs=REPLIES),
+            OutageRetriever(down=down),
+            "single_round",
+            prompts=NO_SHOTS,
+            retriever_options=options,
+        )
+
+    report = run_evaluation(
+        graph({"Where is Oslo?"}), EXAMPLES, tmp_path, settings=settings, progress=False
+    )
+    assert (report.new, report.errors) == (5, 1)
+    failed = lines(tmp_path)[2]
+    assert failed["id"] == "q3" and failed["error"]["type"] == "RetrievalError"
+    assert "1 of 1 retrievals failed after their retries" in failed["error"]["message"]
+    assert "ConnectionError: search service down (after 2 attempts)" in failed["error"]["message"]
+    assert failed["prediction"]["answer"] == "Norway"  # answered, without documents
+    assert failed["counts"]["retrieval_errors"] == 1
+    assert summarize(tmp_path)["errors"] == 1
+    again = run_evaluation(
+        graph(set()), EXAMPLES, tmp_path, settings=settings, progress=False, retry_errors=True
+    )
+    assert (again.new, again.errors) == (1, 0)
+    assert all(r["error"] is None for r in read_results(tmp_path))
 
 
 def test_fail_fast_reraises_after_recording(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langgraph.types import RetryPolicy
 from pydantic import Field
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
@@ -19,6 +20,7 @@ from langchain_adaptive_rag.graphs.fixed import (
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import create_bm25_retriever
+from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.testing import FakeTraceModel
 
 QUESTION = "When was the director of film Blue Harbour born?"
@@ -60,6 +62,7 @@ def test_no_retrieval_answers_in_one_call() -> None:
         "llm_calls": 1,
         "generated_tokens": 12,
         "rounds": 1,
+        "retrieval_errors": 0,
     }
     assert model.prompts == [f"Question: {QUESTION}\nAnswer:"]
 
@@ -165,12 +168,16 @@ def test_fix_sentence_keeps_one_sentence_per_retrieval() -> None:
 def test_failing_retriever_is_recorded_and_generation_goes_on() -> None:
     model = FakeTraceModel([" So the answer is 1931."])
     retriever = RecordingRetriever(fail=True)
-    result = create_single_round_graph(model, retriever, prompts=NO_SHOTS).invoke(
-        {"question": QUESTION}
-    )
+    fast = RetrieverOptions(retry=RetryPolicy(initial_interval=0.0, jitter=False))
+    result = create_single_round_graph(
+        model, retriever, prompts=NO_SHOTS, retriever_options=fast
+    ).invoke({"question": QUESTION})
     (event,) = result["retrievals"]
-    assert event["note"] == "retriever raised ConnectionError: search service down"
-    assert event["doc_ids"] == []
+    assert event["note"] == (
+        "retriever raised ConnectionError: search service down (after 3 attempts)"
+    )
+    assert event["doc_ids"] == [] and len(retriever.queries) == 3
+    assert result["counts"]["retrieval_errors"] == 1 and result["counts"]["retrievals"] == 1
     assert "Context:" not in model.prompts[0]
     assert result["answer"] == "1931"
 
@@ -201,7 +208,7 @@ def test_bm25_default_retriever_and_top_k() -> None:
 
 
 def test_not_a_retriever_is_explained() -> None:
-    with pytest.raises(AdaptiveRAGError, match="retriever must be a LangChain BaseRetriever"):
+    with pytest.raises(AdaptiveRAGError, match="retriever must be a LangChain retriever"):
         create_no_retrieval_graph(FakeTraceModel([]), PASSAGES)  # type: ignore[arg-type]
 
 

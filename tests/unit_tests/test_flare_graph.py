@@ -106,8 +106,8 @@ def test_a_decision_not_to_retrieve_reports_the_least_probable_token() -> None:
     graph = create_flare_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     updates = list(graph.stream({"question": QUESTION}, stream_mode="updates"))
     decision = next(u["score_need"] for u in updates if "score_need" in u)
-    assert decision["pending"]["score"] == pytest.approx(0.6)  # min p, above theta 0.4
-    assert decision["pending"]["threshold"] == 0.4
+    assert decision["decision"]["score"] == pytest.approx(0.6)  # min p, above theta 0.4
+    assert decision["decision"]["threshold"] == 0.4
 
 
 # -- trigger="mean" as the DRAGIN code (reference mode) -----------------------------------

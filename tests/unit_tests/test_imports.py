@@ -26,6 +26,7 @@ EXPECTED_ALL = [
     "HiddenLayerError",
     "PromptTooLongError",
     "QAPrompts",
+    "RetrieverOptions",
     "SeaKRConfig",
     "TAAREConfig",
     "TokenSignals",

@@ -274,8 +274,8 @@ def test_calibrate_delta() -> None:
 def test_config_is_checked() -> None:
     with pytest.raises(AdaptiveRAGError, match="num_samples must be >= 1, got 0"):
         SeaKRConfig(num_samples=0)
-    for margin in (-0.1, math.nan):
-        with pytest.raises(AdaptiveRAGError, match="rerank_margin must be >= 0"):
+    for margin, message in ((-0.1, "must be >= 0"), (math.nan, "must be a real number")):
+        with pytest.raises(AdaptiveRAGError, match=f"rerank_margin {message}"):
             SeaKRConfig(rerank_margin=margin)
 
 

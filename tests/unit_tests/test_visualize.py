@@ -97,7 +97,13 @@ def test_dragin_record_matches_the_script(dragin_record: RunRecord) -> None:
     record = dragin_record
     assert record.method == "dragin" and record.question == QUESTION
     assert record.answer == "1930"
-    assert record.counts == {"retrievals": 1, "llm_calls": 3, "generated_tokens": 24, "rounds": 3}
+    assert record.counts == {
+        "retrievals": 1,
+        "llm_calls": 3,
+        "generated_tokens": 24,
+        "rounds": 3,
+        "retrieval_errors": 0,
+    }
     first, second = record.rounds
     assert [t.text for t in first.tokens] == list(dragin_script.DRAFT_TOKENS)
     assert [t.entropy for t in first.tokens] == pytest.approx([0.1] * 11 + [3.0])
@@ -127,13 +133,19 @@ def test_dragin_record_matches_the_script(dragin_record: RunRecord) -> None:
     assert second.context == text
     assert second.accepted == " So the answer is 1930." and second.retrieval is None
     assert second.decision is not None and second.decision.route == "finalize"
-    assert record.events == [
+    assert [e for e in record.events if e["event"] == "retrieval"] == [
         {
             "event": "retrieval",
             "query": "Anna Berg. born",
             "doc_ids": ["p0", "p1", "p2"],
             "note": "",
         }
+    ]
+    # each round's decision streams before what it leads to
+    assert [(e["event"], e.get("retrieve")) for e in record.events] == [
+        ("decision", True),
+        ("retrieval", None),
+        ("decision", False),
     ]
 
 
