@@ -5,46 +5,92 @@ HuggingFace causal LM that reports per-token entropy, log-probabilities, attenti
 hidden states: the signals the adaptive methods use to decide when and what to retrieve.
 """
 
-from langchain_adaptive_rag.chat_models import (
-    AttentionMatrix,
-    ChatTransformers,
-    TokenSignals,
-    get_token_signals,
-)
-from langchain_adaptive_rag.errors import (
-    AdaptiveRAGError,
-    AttentionUnavailableError,
-    HiddenLayerError,
-    PromptTooLongError,
-)
-from langchain_adaptive_rag.exemplars import dataset_prompts, load_exemplars
-from langchain_adaptive_rag.generation import GenerationTrace
-from langchain_adaptive_rag.graphs import (
-    AVAILABLE_METHODS,
-    create_adaptive_rag_graph,
-    create_dragin_graph,
-    create_fix_length_graph,
-    create_fix_sentence_graph,
-    create_flare_graph,
-    create_no_retrieval_graph,
-    create_seakr_graph,
-    create_single_round_graph,
-    create_ta_are_graph,
-    create_vanilla_graph,
-)
-from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
-from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
-from langchain_adaptive_rag.graphs.flare import FLAREConfig
-from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
-from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
-from langchain_adaptive_rag.policy import GenerationConfig
-from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
-from langchain_adaptive_rag.retrievers import (
-    BM25Retriever,
-    create_bm25_retriever,
-    load_bm25_retriever,
-)
-from langchain_adaptive_rag.retrieving import RetrieverOptions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from langchain_adaptive_rag.chat_models import (
+        AttentionMatrix,
+        ChatTransformers,
+        TokenSignals,
+        get_token_signals,
+    )
+    from langchain_adaptive_rag.errors import (
+        AdaptiveRAGError,
+        AttentionUnavailableError,
+        HiddenLayerError,
+        PromptTooLongError,
+    )
+    from langchain_adaptive_rag.exemplars import dataset_prompts, load_exemplars
+    from langchain_adaptive_rag.generation import GenerationTrace
+    from langchain_adaptive_rag.graphs import (
+        AVAILABLE_METHODS,
+        create_adaptive_rag_graph,
+        create_dragin_graph,
+        create_fix_length_graph,
+        create_fix_sentence_graph,
+        create_flare_graph,
+        create_no_retrieval_graph,
+        create_seakr_graph,
+        create_single_round_graph,
+        create_ta_are_graph,
+        create_vanilla_graph,
+    )
+    from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+    from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
+    from langchain_adaptive_rag.graphs.flare import FLAREConfig
+    from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+    from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
+    from langchain_adaptive_rag.policy import GenerationConfig
+    from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
+    from langchain_adaptive_rag.retrievers import (
+        BM25Retriever,
+        create_bm25_retriever,
+        load_bm25_retriever,
+    )
+    from langchain_adaptive_rag.retrieving import RetrieverOptions
+
+_EXPORTS: dict[str, str] = {
+    "AdaptiveRAGError": "langchain_adaptive_rag.errors",
+    "AttentionMatrix": "langchain_adaptive_rag.chat_models",
+    "AttentionUnavailableError": "langchain_adaptive_rag.errors",
+    "AVAILABLE_METHODS": "langchain_adaptive_rag.graphs",
+    "BM25Retriever": "langchain_adaptive_rag.retrievers",
+    "ChatTransformers": "langchain_adaptive_rag.chat_models",
+    "create_adaptive_rag_graph": "langchain_adaptive_rag.graphs",
+    "create_bm25_retriever": "langchain_adaptive_rag.retrievers",
+    "create_dragin_graph": "langchain_adaptive_rag.graphs",
+    "create_fix_length_graph": "langchain_adaptive_rag.graphs",
+    "create_fix_sentence_graph": "langchain_adaptive_rag.graphs",
+    "create_flare_graph": "langchain_adaptive_rag.graphs",
+    "create_no_retrieval_graph": "langchain_adaptive_rag.graphs",
+    "create_seakr_graph": "langchain_adaptive_rag.graphs",
+    "create_single_round_graph": "langchain_adaptive_rag.graphs",
+    "create_ta_are_graph": "langchain_adaptive_rag.graphs",
+    "create_vanilla_graph": "langchain_adaptive_rag.graphs",
+    "dataset_prompts": "langchain_adaptive_rag.exemplars",
+    "DRAGINConfig": "langchain_adaptive_rag.graphs.dragin",
+    "Exemplar": "langchain_adaptive_rag.prompts",
+    "FixLengthConfig": "langchain_adaptive_rag.graphs.fixed",
+    "FixSentenceConfig": "langchain_adaptive_rag.graphs.fixed",
+    "FLAREConfig": "langchain_adaptive_rag.graphs.flare",
+    "GenerationConfig": "langchain_adaptive_rag.policy",
+    "GenerationTrace": "langchain_adaptive_rag.generation",
+    "get_token_signals": "langchain_adaptive_rag.chat_models",
+    "HiddenLayerError": "langchain_adaptive_rag.errors",
+    "load_bm25_retriever": "langchain_adaptive_rag.retrievers",
+    "load_exemplars": "langchain_adaptive_rag.exemplars",
+    "PromptTooLongError": "langchain_adaptive_rag.errors",
+    "QAPrompts": "langchain_adaptive_rag.prompts",
+    "RetrieverOptions": "langchain_adaptive_rag.retrieving",
+    "SeaKRConfig": "langchain_adaptive_rag.graphs.seakr",
+    "TAAREConfig": "langchain_adaptive_rag.graphs.ta_are",
+    "TokenSignals": "langchain_adaptive_rag.chat_models",
+}
+"""Where each public name lives; a name is imported on first use (PEP 562), so the
+command line and light submodules start without loading torch and transformers."""
 
 __all__ = [
     "AVAILABLE_METHODS",
@@ -85,3 +131,18 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        msg = f"module 'langchain_adaptive_rag' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -77,3 +77,34 @@ def test_the_package_does_not_import_the_training_code() -> None:
         if importing.search(path.read_text(encoding="utf-8"))
     ]
     assert not found
+
+
+def test_the_command_line_starts_light_and_ctrl_c_while_loading_is_one_line() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    light = (
+        "import sys, langchain_adaptive_rag, langchain_adaptive_rag.cli\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", light], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+    # Ctrl-C while main() imports torch (the seconds after the command starts)
+    interrupted = (
+        "import builtins, sys\n"
+        "from langchain_adaptive_rag.cli import main\n"
+        "real = builtins.__import__\n"
+        "def importing(name, *args, **kwargs):\n"
+        "    if name == 'torch':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = importing\n"
+        "sys.exit(main(['eval', '--help']))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", interrupted], cwd=root, capture_output=True, text=True
+    )
+    assert run.returncode == 130
+    assert run.stderr.strip() == "Interrupted (Ctrl-C)." and "Traceback" not in run.stderr
