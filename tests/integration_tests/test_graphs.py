@@ -111,8 +111,10 @@ def test_stream_modes(chat: ChatTransformers, retriever) -> None:
     parts = list(graph.stream({"question": "Who is Anna Berg?"}, stream_mode=["updates", "custom"]))
     nodes = [next(iter(chunk)) for mode, chunk in parts if mode == "updates"]
     assert nodes[:5] == ["draft", "score_need", "formulate_query", "retrieve", "rerank"]
-    (event,) = [chunk for mode, chunk in parts if mode == "custom"]
+    decision, event, *later = [chunk for mode, chunk in parts if mode == "custom"]
+    assert decision["event"] == "decision" and decision["retrieve"] is True
     assert event["event"] == "retrieval" and event["query"] == "Who is Anna Berg?"
+    assert all(e["event"] == "decision" and not e["retrieve"] for e in later)
     assert nodes.index("retrieve") < nodes.index("rerank")
 
 

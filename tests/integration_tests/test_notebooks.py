@@ -40,7 +40,8 @@ def test_quickstart() -> None:
     for method in ("no_retrieval", "flare", "dragin"):
         assert method in out
     assert "fired on" in out and "query:" in out  # DRAGIN's retrieval was shown
-    assert "retrieval event: retrieval query =" in out  # streamed custom event
+    assert "decision: retrieve = True" in out  # streamed custom events
+    assert "retrieval event: query =" in out
     assert "node: draft" in out
 
 
