@@ -27,7 +27,7 @@ import torch
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method
 from langchain_adaptive_rag.evaluation.results import read_results
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
     load_toy_model,
@@ -150,7 +150,7 @@ def main() -> None:
             ratio = rates[1] / rates[0]
             ratios.append(ratio)
             print(
-                f"| {method} | {rates[0]:.2f} | {rates[1]:.2f} | {ratio:.2f}x | "
+                f"| {display_name(method)} | {rates[0]:.2f} | {rates[1]:.2f} | {ratio:.2f}x | "
                 f"{requests / max(loops, 1):.1f} | {'yes' if same else 'NO'} |",
                 flush=True,
             )

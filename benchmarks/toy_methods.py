@@ -35,7 +35,7 @@ from langchain_adaptive_rag.evaluation.calibration import (
 )
 from langchain_adaptive_rag.evaluation.datasets import Example
 from langchain_adaptive_rag.evaluation.results import read_results
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
     load_toy_model,
@@ -112,7 +112,8 @@ def main() -> None:
         best = choose_threshold(points)
         chosen[method] = best.threshold
         name = THRESHOLD_FIELDS[method]
-        print(f"{method} {name} on dev ({time.time() - start:.0f}s): chosen {best.threshold:g}")
+        label = display_name(method)
+        print(f"{label} {name} on dev ({time.time() - start:.0f}s): chosen {best.threshold:g}")
         print(f"| {name} | EM | F1 | retrievals/q |")
         print("|---:|---:|---:|---:|")
         for p in points:
@@ -150,7 +151,8 @@ def main() -> None:
         by_category = _em_by_category(run_dir, test)
         cells = [f"{by_category.get(c, float('nan')):.3f}" for c in CATEGORIES]
         print(
-            f"| {method} | {row['em']:.3f} | {row['f1']:.3f} | {' | '.join(cells)} | "
+            f"| {display_name(method)} | {row['em']:.3f} | {row['f1']:.3f} | "
+            f"{' | '.join(cells)} | "
             f"{row['retrievals_per_q']:.2f} | {row['llm_calls_per_q']:.1f} | "
             f"{row['tokens_per_q']:.0f} | {row['seconds_per_q']:.2f} |"
         )

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import time
 
+from langchain_adaptive_rag.graphs import display_name
 from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
 from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, demo_questions, run_method
 
@@ -49,7 +50,7 @@ def main() -> None:
             for r in results
         ]
         print(
-            f"| {method} | {len(events) / len(results):.2f} "
+            f"| {display_name(method)} | {len(events) / len(results):.2f} "
             f"| {hits / len(events) if events else 0.0:.2f} "
             f"| {sum(found) / len(found):.2f} | {seconds:.1f} |"
         )
