@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.retrievers import BaseRetriever
 
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
 from langchain_adaptive_rag.graphs import (
     AVAILABLE_METHODS,
@@ -174,6 +175,12 @@ def run_method(
     Returns:
         One result per question, in order.
     """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        msg = (
+            f"run_method received concurrency={concurrency!r}; expected a whole number of "
+            "questions at once, 1 or more. Fix: pass concurrency=1 to answer them one by one."
+        )
+        raise AdaptiveRAGError(msg)
     chosen = config if config is not None else TOY_CONFIGS[method]
     graph = create_adaptive_rag_graph(model, retriever, method, config=chosen, prompts=prompts)
 
@@ -182,35 +189,40 @@ def run_method(
         state: dict[str, Any] = graph.invoke({"question": question.question})
         return state, time.perf_counter() - start
 
-    if concurrency > 1:  # questions at once; their calls share the batched decoding loop
-        with ThreadPoolExecutor(concurrency, thread_name_prefix="toy-comparison") as pool:
-            answered = list(pool.map(run_one, questions))
-    else:
-        answered = [run_one(question) for question in questions]
-    results = []
-    for question, (state, seconds) in zip(questions, answered, strict=True):
-        counts = state["counts"]
-        answer = str(state.get("answer") or "")
-        result = QuestionResult(
-            method=method,
-            question_id=question.id,
-            category=question.category,
-            question_type=question.type,
-            answer=answer,
-            gold=question.answer,
-            em=exact_match(answer, question.answer),
-            f1=f1_score(answer, question.answer),
-            retrievals=int(counts["retrievals"]),
-            llm_calls=int(counts["llm_calls"]),
-            generated_tokens=int(counts["generated_tokens"]),
-            seconds=seconds,
-            text=str(state.get("text", "")),
-            events=tuple(state.get("retrievals", [])),
-        )
-        if on_result is not None:
-            on_result(result)
-        results.append(result)
+    results: list[QuestionResult] = []
+    with ThreadPoolExecutor(concurrency, thread_name_prefix="toy-comparison") as pool:
+        # questions at once, their calls sharing the batched decoding loop; results are
+        # taken in question order as soon as each is ready
+        answered = pool.map(run_one, questions) if concurrency > 1 else map(run_one, questions)
+        for question, (state, seconds) in zip(questions, answered, strict=True):
+            results.append(_result(method, question, state, seconds))
+            if on_result is not None:
+                on_result(results[-1])
     return results
+
+
+def _result(
+    method: str, question: ToyQuestion, state: dict[str, Any], seconds: float
+) -> QuestionResult:
+    """One question's result from the graph's final state."""
+    counts = state["counts"]
+    answer = str(state.get("answer") or "")
+    return QuestionResult(
+        method=method,
+        question_id=question.id,
+        category=question.category,
+        question_type=question.type,
+        answer=answer,
+        gold=question.answer,
+        em=exact_match(answer, question.answer),
+        f1=f1_score(answer, question.answer),
+        retrievals=int(counts["retrievals"]),
+        llm_calls=int(counts["llm_calls"]),
+        generated_tokens=int(counts["generated_tokens"]),
+        seconds=seconds,
+        text=str(state.get("text", "")),
+        events=tuple(state.get("retrievals", [])),
+    )
 
 
 def run_comparison(
@@ -282,11 +294,17 @@ def summarize(results: Sequence[QuestionResult], category: str | None = None) ->
     )
 
 
-def format_comparison(results: Mapping[str, Sequence[QuestionResult]]) -> str:
+def format_comparison(
+    results: Mapping[str, Sequence[QuestionResult]],
+    wall_seconds: Mapping[str, float] | None = None,
+) -> str:
     """A markdown table: EM and F1 overall and per category, then the costs.
 
     Args:
         results: Results by method.
+        wall_seconds: Each method's wall time for all its questions. When given, ``s/q``
+            is that time over the questions (the throughput of a run answering several
+            questions at once); otherwise the mean of the questions' own times.
 
     Returns:
         The table.
@@ -299,10 +317,13 @@ def format_comparison(results: Mapping[str, Sequence[QuestionResult]]) -> str:
     for name, items in results.items():
         overall = summarize(items)
         per = [summarize(items, c).em for c in ("known", "known_first_unknown_second", "unknown")]
+        seconds = overall.seconds
+        if wall_seconds is not None and name in wall_seconds and items:
+            seconds = wall_seconds[name] / len(items)
         lines.append(
             f"| {display_name(name)} | {overall.em:.2f} | {overall.f1:.2f} | {per[0]:.2f} "
             f"| {per[1]:.2f} | {per[2]:.2f} | {overall.retrievals:.2f} | {overall.llm_calls:.1f} "
-            f"| {overall.generated_tokens:.0f} | {overall.seconds:.2f} |"
+            f"| {overall.generated_tokens:.0f} | {seconds:.2f} |"
         )
     return "\n".join(lines)
 

@@ -69,6 +69,7 @@ def load_toy_model(
     *,
     attn_implementation: Literal["eager", "sdpa"] = "eager",
     max_new_tokens: int = 64,
+    batch_concurrent_calls: bool | None = None,
 ) -> ChatTransformers:
     """Load the shipped toy model (or one trained by ``toyworld_training``) as a chat model.
 
@@ -76,6 +77,9 @@ def load_toy_model(
         path: Model directory (default: :data:`TOY_MODEL_PATH`).
         attn_implementation: ``"eager"`` (attention signals available) or ``"sdpa"``.
         max_new_tokens: Generation budget.
+        batch_concurrent_calls: Decode calls arriving together from several threads in
+            one batch (see :attr:`ChatTransformers.batch_concurrent_calls`; ``None``: off
+            on a CPU). Set ``True`` to answer several questions at once.
 
     Returns:
         The model; use it with ``prompts=TOY_PROMPTS`` in the graphs.
@@ -84,5 +88,6 @@ def load_toy_model(
         model=str(path or TOY_MODEL_PATH),
         attn_implementation=attn_implementation,
         max_new_tokens=max_new_tokens,
+        batch_concurrent_calls=batch_concurrent_calls,
         local_files_only=True,
     )

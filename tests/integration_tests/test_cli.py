@@ -61,6 +61,7 @@ def test_demo_runs_the_toy_world(tmp_path: Path, capsys: pytest.CaptureFixture[s
     # quiet: the model loads without a progress bar and no library notice is printed
     assert "Loading weights" not in captured.err and "Warning" not in captured.err
     assert "| method | EM | F1 |" in out
+    assert "s/q: each method's wall time over its questions, 8 at a time" in out
     assert "| wo-RAG |" in out and "| DRAGIN |" in out and "| no_retrieval |" not in out
     assert "DRAGIN trace (RIND decides when, QFS decides what):" in out
     assert "Answer: " in out and "Gold: " in out

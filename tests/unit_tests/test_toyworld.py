@@ -238,3 +238,45 @@ def test_forced_answer_leaves_the_answer_token_its_leading_space() -> None:
     # a forced answer is continued by the trained form of the answer: one token " 1902"
     assert tokenizer.tokenize(forced + " 1902") == [*tokenizer.tokenize(forced), "Ġ1902"]
     assert not TOY_PROMPTS.forced_answer.endswith(" ")
+
+
+def test_run_method_answers_several_at_once_as_one_at_a_time() -> None:
+    from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
+    from langchain_adaptive_rag.toyworld.comparison import format_comparison, run_method
+
+    questions = toy_questions()[:5]
+    retriever = toy_retriever()
+    alone = run_method(load_toy_model(), retriever, "dragin", questions)
+    model = load_toy_model(batch_concurrent_calls=True)
+    seen: list[str] = []
+    together = run_method(
+        model,
+        retriever,
+        "dragin",
+        questions,
+        concurrency=3,
+        on_result=lambda r: seen.append(r.question_id),
+    )
+    assert seen == [q.id for q in questions]  # in question order, as each is ready
+    assert [(r.text, r.answer, r.retrievals, r.events) for r in together] == [
+        (r.text, r.answer, r.retrievals, r.events) for r in alone
+    ]
+    table = format_comparison({"dragin": together}, {"dragin": 10.0})
+    assert table.splitlines()[-1].endswith("| 2.00 |")  # s/q: the wall time over 5 questions
+
+
+@pytest.mark.parametrize("concurrency", [0, -1, 2.5, True])
+def test_run_method_rejects_a_bad_concurrency(concurrency: object) -> None:
+    from langchain_adaptive_rag.errors import AdaptiveRAGError
+    from langchain_adaptive_rag.testing import FakeTraceModel
+    from langchain_adaptive_rag.toyworld import toy_questions, toy_retriever
+    from langchain_adaptive_rag.toyworld.comparison import run_method
+
+    with pytest.raises(AdaptiveRAGError, match=r"concurrency=.*expected a whole number"):
+        run_method(
+            FakeTraceModel([]),
+            toy_retriever(),
+            "dragin",
+            toy_questions()[:1],
+            concurrency=concurrency,  # type: ignore[arg-type]
+        )
