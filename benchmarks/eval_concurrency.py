@@ -87,7 +87,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=48)
     parser.add_argument("--warmup", type=int, default=8, help="questions run first, untimed")
-    parser.add_argument("--methods", default="single_round,flare,dragin,seakr")
+    parser.add_argument(
+        "--methods", default=",".join(AVAILABLE_METHODS), help="comma-separated (default: all)"
+    )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-batch-rows", type=int, default=64)
     parser.add_argument("--device", default=None)
@@ -109,6 +111,7 @@ def main() -> None:
     print("| method | q/s at 1 | q/s at N | N / 1 | requests per loop (mean) | identical |")
     print("|---|---:|---:|---:|---:|---|")
     ratios = []
+    totals = [0.0, 0.0]  # seconds for every method's questions, at 1 and at N
     with tempfile.TemporaryDirectory() as tmp:
         for method in methods:
             for concurrency in (1, args.concurrency):  # warm-up: lazy imports, caches
@@ -142,7 +145,9 @@ def main() -> None:
                     concurrency=concurrency,
                     progress=False,
                 )
-                rates.append(len(test) / (time.perf_counter() - start))
+                seconds = time.perf_counter() - start
+                totals[len(rates)] += seconds
+                rates.append(len(test) / seconds)
                 records.append({str(r["id"]): _comparable(r) for r in read_results(out)})
                 after = _counts(model.engine)
                 loops, requests = after[0] - before[0], after[1] - before[1]
@@ -155,6 +160,10 @@ def main() -> None:
                 flush=True,
             )
     print(f"\ngeometric mean N / 1: {statistics.geometric_mean(ratios):.2f}x")
+    print(
+        f"every method's questions together: {totals[0]:.1f} s at 1, {totals[1]:.1f} s at "
+        f"{args.concurrency}: {totals[0] / totals[1]:.2f}x the questions per second"
+    )
     sizes = (1, 9, args.max_batch_rows)
     costs = step_costs(model, sizes)
     print("\none decoding step, ms per row, by rows in the batch (300 cached tokens):")
