@@ -103,5 +103,5 @@ def test_build_model_sets_the_circuit_only_when_asked() -> None:
     assert not plain.config.attention_bias
     circuit = build_model(TrainConfig.quick(), 300)
     assert circuit.config.attention_bias
-    assert float(circuit.model.layers[0].self_attn.q_proj.weight[:16].abs().max()) == 0.0
-    assert float(circuit.model.layers[0].self_attn.k_proj.bias[:16].abs().max()) > 1.0
+    assert float(circuit.model.layers[0].self_attn.q_proj.weight.detach()[:16].abs().max()) == 0.0
+    assert float(circuit.model.layers[0].self_attn.k_proj.bias.detach()[:16].abs().max()) > 1.0
