@@ -545,6 +545,47 @@ class StepLogits:
         )
 
 
+@dataclass(frozen=True)
+class _Distribution:
+    """A request's own next-token distribution over its rows (when not the raw greedy one).
+
+    Every value is computed row by row, so rows computed together with other requests'
+    rows equal rows computed alone.
+    """
+
+    probs: torch.Tensor
+    """``(rows, vocab)`` probabilities samples are drawn from (after temperature, top-k/p)."""
+    signal_logp: torch.Tensor
+    """The distribution the signals read: raw, or the processed one."""
+    entropies: list[float]
+    """Entropy of each row's ``signal_logp``."""
+    greedy: list[int]
+    """Each row's most likely token (after the EOS mask, before temperature)."""
+
+    @classmethod
+    def of(cls, logits: torch.Tensor, raw: torch.Tensor, options: DecodingOptions) -> _Distribution:
+        """The distribution of ``logits`` (EOS mask applied), with their raw log-softmax."""
+        sampled = _warp(logits, options) if options.sampling else logits
+        signal_logp = raw
+        if options.signal_distribution == "processed":
+            signal_logp = torch.log_softmax(sampled, dim=-1)
+        return cls(
+            probs=torch.softmax(sampled, dim=-1),
+            signal_logp=signal_logp,
+            entropies=_entropy(signal_logp).tolist(),
+            greedy=logits.argmax(dim=-1).tolist(),
+        )
+
+    def part(self, start: int, stop: int) -> _Distribution:
+        """Rows ``start..stop`` of a distribution computed for several requests."""
+        return _Distribution(
+            probs=self.probs[start:stop],
+            signal_logp=self.signal_logp[start:stop],
+            entropies=self.entropies[start:stop],
+            greedy=self.greedy[start:stop],
+        )
+
+
 class TraceDecoder:
     """Decode ``n`` samples of one prompt and record their signals.
 
@@ -637,8 +678,56 @@ class TraceDecoder:
                 sample.finish_reason = "stop"
             sample.tail = []
 
-    def _choose_tokens(
+    def _eos_masked(self, present: Sequence[int]) -> list[int]:
+        """Positions in ``present`` of the samples still short of ``min_new_tokens``."""
+        options = self.decoding
+        if not options.min_new_tokens or not self.eos_ids:
+            return []
+        return [
+            i for i, b in enumerate(present) if len(self.samples[b].ids) < options.min_new_tokens
+        ]
+
+    def _shared_key(self, present: Sequence[int]) -> tuple[object, ...] | None:
+        """What makes this request's own distribution, when requests may share its work.
+
+        ``None`` when it needs none (greedy on the raw distribution) or its own EOS mask.
+        Requests with equal keys get their distributions from one computation over all
+        their rows (each row's values are the same as computed alone).
+        """
+        options = self.decoding
+        if not (options.sampling or options.signal_distribution == "processed"):
+            return None
+        if self._eos_masked(present):
+            return None
+        return (
+            options.sampling,
+            options.temperature,
+            options.top_k,
+            options.top_p,
+            options.signal_distribution,
+        )
+
+    def _own_distribution(
         self, step: StepLogits, rows: Sequence[int], present: Sequence[int]
+    ) -> _Distribution | None:
+        """This request's own distribution over its rows, or ``None`` (raw and greedy)."""
+        masked = self._eos_masked(present)
+        options = self.decoding
+        if not (options.sampling or options.signal_distribution == "processed" or masked):
+            return None
+        logits = step.logits[list(rows)]
+        if masked:
+            logits = logits.clone()
+            for i in masked:
+                logits[i, self.eos_ids] = -math.inf
+        return _Distribution.of(logits, step.raw[list(rows)], options)
+
+    def _choose_tokens(
+        self,
+        step: StepLogits,
+        rows: Sequence[int],
+        present: Sequence[int],
+        shared: _Distribution | None = None,
     ) -> Iterator[TokenEvent]:
         """Pick, score and stop-check the next token of each present sample.
 
@@ -646,42 +735,28 @@ class TraceDecoder:
             step: The batch's next-token logits and what every row shares.
             rows: This decoder's rows in the batch, in order.
             present: Its sample index on each of those rows.
+            shared: Its own distribution over those rows, computed together with other
+                requests' (see :meth:`_shared_key`); ``None``: computed here if needed.
         """
-        options = self.decoding
-        masked = [
-            i
-            for i, b in enumerate(present)
-            if options.min_new_tokens
-            and self.eos_ids
-            and len(self.samples[b].ids) < options.min_new_tokens
-        ]
-        own = options.sampling or options.signal_distribution == "processed" or masked
-        if own:  # this request's own distribution: its EOS mask, temperature, top-k/p
-            logits = step.logits[list(rows)]
-            processed_logits = logits
-            if masked:
-                processed_logits = processed_logits.clone()
-                for i in masked:
-                    processed_logits[i, self.eos_ids] = -math.inf
-            sampled = _warp(processed_logits, options) if options.sampling else processed_logits
-            signal_logp = step.raw[list(rows)]
-            if options.signal_distribution == "processed":
-                signal_logp = torch.log_softmax(sampled, dim=-1)
-            probs = torch.softmax(sampled, dim=-1)
-            entropies = _entropy(signal_logp).tolist()
-            greedy = processed_logits.argmax(dim=-1).tolist()
+        own = shared if shared is not None else self._own_distribution(step, rows, present)
         chosen: list[tuple[int, int]] = []  # (position in rows, token) of active samples
+        draws: list[torch.Tensor] = []  # sampled tokens, read back in one transfer
         for i, b in enumerate(present):
             sample = self.samples[b]
             if not sample.active:
                 continue
             if sample.greedy:
-                token = int(greedy[i] if own else step.argmax[rows[i]])
+                token = int(own.greedy[i] if own is not None else step.argmax[rows[i]])
             else:
-                drawn = torch.multinomial(probs[i], 1, generator=sample.generator)
-                token = int(drawn.item())
+                assert own is not None  # sampling always has its own distribution
+                draws.append(torch.multinomial(own.probs[i], 1, generator=sample.generator))
+                token = -1  # read below
             chosen.append((i, token))
-        if own and chosen:  # every chosen token's logprob in one gather
+        if draws:
+            drawn = iter(torch.cat(draws).tolist())
+            chosen = [(i, next(drawn) if token < 0 else token) for i, token in chosen]
+        if own is not None and chosen:  # every chosen token's logprob in one gather
+            signal_logp = own.signal_logp
             at = torch.tensor([i for i, _ in chosen], device=signal_logp.device)
             picked = torch.tensor([t for _, t in chosen], device=signal_logp.device)
             logprobs = signal_logp[at, picked].tolist()
@@ -695,10 +770,10 @@ class TraceDecoder:
                 self._set_tail(sample, ended_on_eos=True)
                 yield from self._release(b, sample, final=True)
                 continue
-            entropy = entropies[i] if own else step.entropy[row]
+            entropy = own.entropies[i] if own is not None else step.entropy[row]
             top = None
             if self.decoding.top_logprobs:  # the row's distribution, for its alternatives
-                top = signal_logp[i] if own else step.raw[row]
+                top = own.signal_logp[i] if own is not None else step.raw[row]
             self._append(sample, token, logprob, entropy, top)
             sample.logsumexps.append(step.logsumexp[row])  # raw logits: the energy score
             yield from self._release(b, sample, final=not sample.active)
@@ -1102,13 +1177,14 @@ class _BatchLoop:
         owned: dict[int, list[int]] = {}  # request -> its rows, in request order
         for i, (owner, _) in enumerate(self.rows):
             owned.setdefault(owner, []).append(i)
+        distributions = self._shared_distributions(step, owned)
         for r in sorted(owned):
             decoder, present = self.decoders[r], owned[r]
             if decoder.stop_requested:
                 decoder.cancel()
             samples = [self.rows[i][1] for i in present]
             try:
-                events = list(decoder._choose_tokens(step, present, samples))
+                events = list(decoder._choose_tokens(step, present, samples, distributions.get(r)))
             except Exception as error:
                 if not shared:
                     raise
@@ -1117,6 +1193,33 @@ class _BatchLoop:
                 continue
             for event in events:
                 yield r, event
+
+    def _shared_distributions(
+        self, step: StepLogits, owned: dict[int, list[int]]
+    ) -> dict[int, _Distribution]:
+        """One computation per kind of distribution for the requests that share it.
+
+        Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
+        one) get their distributions from one pass over all their rows instead of one
+        small pass each; a request alone in its kind computes its own.
+        """
+        groups: dict[tuple[object, ...], list[int]] = {}
+        for r, present in owned.items():
+            key = self.decoders[r]._shared_key([self.rows[i][1] for i in present])
+            if key is not None:
+                groups.setdefault(key, []).append(r)
+        shared: dict[int, _Distribution] = {}
+        for requests in groups.values():
+            if len(requests) < 2:
+                continue
+            rows = [i for r in requests for i in owned[r]]
+            options = self.decoders[requests[0]].decoding
+            together = _Distribution.of(step.logits[rows], step.raw[rows], options)
+            start = 0
+            for r in requests:
+                shared[r] = together.part(start, start + len(owned[r]))
+                start += len(owned[r])
+        return shared
 
     def _finish_requests(self) -> Iterator[tuple[int, None]]:
         """Set the traces of every request whose samples are all done; announce it."""

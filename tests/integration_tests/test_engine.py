@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
-from langchain_adaptive_rag import ChatTransformers, GenerationTrace
+from langchain_adaptive_rag import ChatTransformers, GenerationTrace, generation
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
@@ -155,6 +157,35 @@ def test_a_failing_request_fails_only_its_caller(llama_dir: Path) -> None:
     for d, want in zip(decoders, alone, strict=True):
         assert d.error is None
         assert_same(d.traces, want)
+
+
+def test_sampling_requests_share_one_distribution_pass(
+    llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = ChatTransformers(model=str(llama_dir))
+    model, tokenizer = chat.hf_model, chat.hf_tokenizer
+    sampling = DecodingOptions(max_new_tokens=6, do_sample=True, temperature=0.8, top_p=0.9)
+
+    def decoder(prompt: str, seed: int, min_new: int = 0) -> TraceDecoder:
+        options = replace(sampling, seed=seed, min_new_tokens=min_new)
+        return TraceDecoder(model, tokenizer, chat.encode(prompt), n=3, decoding=options)
+
+    # the last request is still short of its min_new_tokens: it masks EOS on its own
+    made = [(PROMPTS[0], 5, 0), (PROMPTS[1], 6, 0), (PROMPTS[2], 7, 0), (PROMPTS[4], 8, 4)]
+    alone = [decoder(*m).run() for m in made]
+    passes: list[int] = []
+    of = generation._Distribution.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type, logits: torch.Tensor, *rest: Any) -> Any:
+        passes.append(logits.shape[0])
+        return of(cls, logits, *rest)
+
+    monkeypatch.setattr(generation._Distribution, "of", classmethod(counted))
+    decoders = [decoder(*m) for m in made]
+    list(decode_together(model, decoders))
+    for d, want in zip(decoders, alone, strict=True):
+        assert_same(d.traces, want)
+    assert passes[:2] == [9, 3]  # first step: three requests' 9 rows at once, then the 4th
 
 
 def test_engine_hands_the_failure_to_that_caller_alone(llama_dir: Path) -> None:
