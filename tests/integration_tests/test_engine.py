@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -380,11 +381,16 @@ def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
     engine = chat.engine
-    assert engine is not None and engine._worker is not None and engine._worker.is_alive()
+    assert engine is not None
+    engine.linger_seconds = 60.0  # left alone, an idle worker would wait a minute
+    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
     worker = engine._worker
-    engine.close(timeout=0.4)  # well under linger_seconds (0.5)
-    assert not worker.is_alive()
+    assert worker is not None and worker.is_alive()
+    start = time.monotonic()
+    engine.close(timeout=30.0)
+    assert not worker.is_alive() and time.monotonic() - start < 30.0  # woken, not timed out
     again = chat.generate_trace(
         PROMPTS[0], **trace_options(chat, max_new_tokens=3)
     )  # a new worker serves
     assert again[0].num_tokens == 3
+    engine.close()
