@@ -108,8 +108,8 @@ def test_on_failure_raise_fails_the_run() -> None:
 def test_a_hanging_retriever_times_out() -> None:
     options = RetrieverOptions(retry=FAST._replace(max_attempts=1), timeout_seconds=0.2)
     start = time.perf_counter()
-    result = _single_round(FlakyRetriever(delay=3.0), options)
-    assert time.perf_counter() - start < 2.5
+    result = _single_round(FlakyRetriever(delay=10.0), options)
+    assert time.perf_counter() - start < 8.0  # the call's time limit, not the retriever's 10 s
     note = result["retrievals"][0]["note"]
     assert note.startswith("retriever raised RetrieverTimeoutError: The retriever did not")
     assert "within 0.2 s" in note and result["counts"]["retrieval_errors"] == 1

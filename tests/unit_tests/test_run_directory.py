@@ -226,7 +226,7 @@ def _start(out: Path, stage: str, limit: int | None = None) -> tuple[Any, Connec
 
 def _kill_at(out: Path, stage: str, limit: int | None = None) -> None:
     process, receiver = _start(out, stage, limit)
-    assert receiver.poll(20), f"the child never reached {stage!r}"
+    assert receiver.poll(60), f"the child never reached {stage!r}"
     assert receiver.recv() == stage
     process.kill()
     process.join(10)
