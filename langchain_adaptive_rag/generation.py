@@ -1177,12 +1177,12 @@ class _BatchLoop:
         owned: dict[int, list[int]] = {}  # request -> its rows, in request order
         for i, (owner, _) in enumerate(self.rows):
             owned.setdefault(owner, []).append(i)
-        distributions = self._shared_distributions(step, owned)
+        samples_of = {r: [self.rows[i][1] for i in present] for r, present in owned.items()}
+        distributions = self._shared_distributions(step, owned, samples_of)
         for r in sorted(owned):
-            decoder, present = self.decoders[r], owned[r]
+            decoder, present, samples = self.decoders[r], owned[r], samples_of[r]
             if decoder.stop_requested:
                 decoder.cancel()
-            samples = [self.rows[i][1] for i in present]
             try:
                 events = list(decoder._choose_tokens(step, present, samples, distributions.get(r)))
             except Exception as error:
@@ -1195,7 +1195,7 @@ class _BatchLoop:
                 yield r, event
 
     def _shared_distributions(
-        self, step: StepLogits, owned: dict[int, list[int]]
+        self, step: StepLogits, owned: dict[int, list[int]], samples_of: dict[int, list[int]]
     ) -> dict[int, _Distribution]:
         """One computation per kind of distribution for the requests that share it.
 
@@ -1204,8 +1204,8 @@ class _BatchLoop:
         small pass each; a request alone in its kind computes its own.
         """
         groups: dict[tuple[object, ...], list[int]] = {}
-        for r, present in owned.items():
-            key = self.decoders[r]._shared_key([self.rows[i][1] for i in present])
+        for r, samples in samples_of.items():
+            key = self.decoders[r]._shared_key(samples)
             if key is not None:
                 groups.setdefault(key, []).append(r)
         shared: dict[int, _Distribution] = {}
