@@ -150,6 +150,7 @@ class DecodeEngine:
         self._pending: list[_Ticket] = []
         self._side: list[_SideJob[object]] = []
         self._looping = False
+        self._closing = False
         self._condition = threading.Condition()
         self._worker: threading.Thread | None = None
         self.batch_sizes: Counter[int] = Counter()
@@ -161,15 +162,17 @@ class DecodeEngine:
         _LIVE.add(self)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Wake an idle worker so it ends now instead of after ``linger_seconds``.
+        """End the worker now instead of after ``linger_seconds`` idle.
 
-        Work still queued is finished first; a later call starts a new worker.
+        Work running or queued is finished first (a busy worker ends once it is idle);
+        a later call starts a new worker.
 
         Args:
             timeout: Seconds to wait for the worker to end.
         """
         with self._condition:
             worker = self._worker
+            self._closing = worker is not None  # seen even if the worker is not waiting yet
             self._condition.notify_all()
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout)
@@ -312,10 +315,11 @@ class DecodeEngine:
         """
         while True:
             with self._condition:
-                if not self._pending and not self._side:
+                if not self._pending and not self._side and not self._closing:
                     self._condition.wait(self.linger_seconds)
                 if not self._pending and not self._side:
                     self._worker = None  # idle: end the thread (and its OpenMP team)
+                    self._closing = False
                     return
             with self.lock:
                 self._run_side_jobs()

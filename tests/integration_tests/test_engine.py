@@ -394,3 +394,26 @@ def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
     )  # a new worker serves
     assert again[0].num_tokens == 3
     engine.close()
+
+
+def test_close_during_a_batch_ends_the_worker_once_the_batch_is_done(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
+    engine = chat.engine
+    assert engine is not None
+    engine.linger_seconds = 60.0  # a worker that missed the wake-up would wait a minute
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(
+            chat.generate_trace, PROMPTS[1], **trace_options(chat, max_new_tokens=40)
+        )
+        deadline = time.monotonic() + 30.0
+        while not engine._looping and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert engine._looping  # close() comes while the worker is busy, not waiting
+        worker = engine._worker
+        assert worker is not None
+        start = time.monotonic()
+        engine.close(timeout=30.0)
+        assert running.result()[0].num_tokens > 0
+    assert not worker.is_alive() and time.monotonic() - start < 30.0
+    engine.close()
