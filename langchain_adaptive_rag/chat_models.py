@@ -38,9 +38,11 @@ from langchain_adaptive_rag.generation import (
     SignalDistribution,
     TokenEvent,
     TraceDecoder,
+    decode_together,
     decoder_layers,
     token_pieces,
 )
+from langchain_adaptive_rag.prefix_cache import PrefixCache
 
 __all__ = ["AttentionMatrix", "ChatTransformers", "TokenSignals", "get_token_signals"]
 
@@ -260,6 +262,10 @@ class ChatTransformers(BaseChatModel):
     ``False``: one call at a time, in the caller's thread, behind a lock."""
     max_batch_rows: int = Field(default=64, ge=1)
     """Most sequences (samples of all joined calls) decoded in one batch."""
+    prefix_cache_mib: int = Field(default=512, ge=0)
+    """Memory (MiB) for the keys and values of recent prompts: a prompt that starts like
+    a stored one (few-shot exemplars, a continuation of the previous call) prefills only
+    the tokens after the shared prefix (see :attr:`prefix_cache`). ``0`` turns it off."""
     timeout: float | None = Field(default=None, alias="request_timeout")
     """Accepted for LangChain's standard chat-model parameters and ignored: a local model
     makes no network request to time out (a generation is bounded by ``max_new_tokens``)."""
@@ -272,6 +278,7 @@ class ChatTransformers(BaseChatModel):
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
     _attention_ok: bool | None = PrivateAttr(default=None)
     _engine: DecodeEngine | None = PrivateAttr(default=None)
+    _prefix_cache: PrefixCache | None = PrivateAttr(default=None)
     _engine_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @field_validator("model", mode="before")
@@ -304,6 +311,8 @@ class ChatTransformers(BaseChatModel):
             if self.device is not None:
                 self._hf_model.to(self.device)
         self._hf_model.eval()
+        if self.prefix_cache_mib > 0:
+            self._prefix_cache = PrefixCache(self.prefix_cache_mib * 2**20)
         if self.use_chat_template and not getattr(self._hf_tokenizer, "chat_template", None):
             msg = (
                 f"The tokenizer of {self.model_name!r} has no chat template. Expected a "
@@ -432,9 +441,26 @@ class ChatTransformers(BaseChatModel):
         with self._engine_lock:  # not the model's lock: a running loop holds that one
             if self._engine is None:
                 self._engine = DecodeEngine(
-                    self._hf_model, self._lock, max_batch_rows=self.max_batch_rows
+                    self._hf_model,
+                    self._lock,
+                    max_batch_rows=self.max_batch_rows,
+                    prefix_cache=self.prefix_cache,
                 )
             return self._engine
+
+    @property
+    def prefix_cache(self) -> PrefixCache | None:
+        """The stored prompt prefixes (``None`` when ``prefix_cache_mib`` is 0).
+
+        Its ``stats`` tell how many prompt tokens were taken from it; call
+        :meth:`clear_prefix_cache` after changing the model's weights.
+        """
+        return self._prefix_cache
+
+    def clear_prefix_cache(self) -> None:
+        """Forget the stored prompt prefixes (call after changing the model's weights)."""
+        if self._prefix_cache is not None:
+            self._prefix_cache.clear()
 
     @property
     def num_layers(self) -> int:
@@ -560,7 +586,11 @@ class ChatTransformers(BaseChatModel):
         """
         if not self.batching:
             with self._lock:
-                yield from decoder
+                for _, event in decode_together(
+                    self._hf_model, [decoder], prefix_cache=self.prefix_cache
+                ):
+                    if event is not None:
+                        yield event
             return
         yield from self._get_engine().decode(decoder, stream=stream)
 

@@ -35,6 +35,7 @@ from langchain_adaptive_rag.generation import (
     capture_union,
     decode_together,
 )
+from langchain_adaptive_rag.prefix_cache import PrefixCache
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -128,6 +129,7 @@ class DecodeEngine:
         gather_seconds: How long the worker waits after the first queued request for
             others to arrive before it starts a batch.
         linger_seconds: How long the model's thread waits for work before it ends.
+        prefix_cache: Stored prompt prefixes the loops' prefills start from.
     """
 
     def __init__(
@@ -138,6 +140,7 @@ class DecodeEngine:
         max_batch_rows: int = 64,
         gather_seconds: float = 0.002,
         linger_seconds: float = 0.5,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         if max_batch_rows < 1:
             msg = f"max_batch_rows must be >= 1, got {max_batch_rows}."
@@ -147,6 +150,7 @@ class DecodeEngine:
         self.max_batch_rows = max_batch_rows
         self.gather_seconds = gather_seconds
         self.linger_seconds = linger_seconds
+        self.prefix_cache = prefix_cache
         self._pending: list[_Ticket] = []
         self._side: list[_SideJob[object]] = []
         self._looping = False
@@ -364,6 +368,7 @@ class DecodeEngine:
                     capture=capture,
                     admit=admit,
                     between=self._run_side_jobs,
+                    prefix_cache=self.prefix_cache,
                 )
                 previous: _Ticket | None = None
                 for index, event in stream:

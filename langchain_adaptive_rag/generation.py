@@ -33,6 +33,7 @@ from langchain_adaptive_rag.errors import (
     HiddenLayerError,
     PromptTooLongError,
 )
+from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
 
 __all__ = [
     "AttentionCapture",
@@ -54,6 +55,7 @@ __all__ = [
     "decoder_layers",
     "hidden_module",
     "next_piece",
+    "prefill_groups",
     "token_pieces",
 ]
 
@@ -1015,6 +1017,7 @@ def decode_together(
     capture: CaptureOptions | None = None,
     admit: Callable[[int], Sequence[TraceDecoder]] | None = None,
     between: Callable[[], None] | None = None,
+    prefix_cache: PrefixCache | None = None,
 ) -> Iterator[tuple[int, TokenEvent | None]]:
     """Decode several requests in one batched KV-cache loop.
 
@@ -1036,6 +1039,9 @@ def decode_together(
             new requests to join (same capture), numbered after the earlier ones.
         between: Called at each step boundary with this loop's hooks paused, so other
             uses of the model (a reference-mode forward pass) can run between steps.
+        prefix_cache: Where prefills find stored prompt prefixes and leave their prompts
+            (see :mod:`~langchain_adaptive_rag.prefix_cache`); ``None``: every prompt is
+            prefilled in full.
 
     Yields:
         ``(request index, event)`` for each released token, in decoding order, and
@@ -1054,7 +1060,8 @@ def decode_together(
     hooks = _Hooks(model, capture)
     try:
         with torch.inference_mode():
-            yield from _BatchLoop(model, list(decoders), hooks, admit, between).run()
+            loop = _BatchLoop(model, list(decoders), hooks, admit, between, prefix_cache)
+            yield from loop.run()
     finally:
         hooks.remove()
 
@@ -1069,9 +1076,11 @@ class _BatchLoop:
         hooks: _Hooks,
         admit: Callable[[int], Sequence[TraceDecoder]] | None,
         between: Callable[[], None] | None = None,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.model = model
         self.between = between
+        self.prefix_cache = prefix_cache
         self.device = model.device
         self.decoders = decoders
         self.hooks = hooks
@@ -1086,36 +1095,98 @@ class _BatchLoop:
         """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
 
     def _prefill(self, first: int) -> None:
-        """Prefill requests ``first..`` and append their rows (left padding as needed)."""
-        new = self.decoders[first:]
-        longest = max(len(d.prompt_ids) for d in new)
-        pads = [longest - len(d.prompt_ids) for d in new]
-        ids = [[d.pad_id] * p + d.prompt_ids for d, p in zip(new, pads, strict=True)]
-        mask = torch.tensor([[0] * p + [1] * (longest - p) for p in pads], device=self.device)
-        extra: dict[str, torch.Tensor] = {}
-        if any(pads):
-            extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        """Prefill requests ``first..`` and append their rows.
+
+        Each prompt's longest stored prefix (with a prefix cache) is taken from the cache
+        and only the tokens after it are computed. Requests whose numbers of tokens to
+        compute differ widely are prefilled in separate forward passes
+        (:func:`prefill_groups`) so a short one is not padded to a long one; on a cache
+        whose rows cannot be joined they all go in one.
+        """
+        requests = list(range(first, len(self.decoders)))
+        matches = [self._match(self.decoders[r].prompt_ids) for r in requests]
+        lengths = [len(self.decoders[r].prompt_ids) for r in requests]
+        needs = [n - m for n, (m, _) in zip(lengths, matches, strict=True)]
+        plain = self._joinable() if self.cache is not None else _plain_model_cache(self.model)
+        groups = prefill_groups(needs) if plain else [list(range(len(requests)))]
+        for group in groups:
+            self._prefill_group([requests[i] for i in group], [matches[i] for i in group])
+
+    def _prefill_group(
+        self, requests: list[int], matches: list[tuple[int, StoredPrefix | None]]
+    ) -> None:
+        """Prefill ``requests`` in one forward pass and append their rows.
+
+        Every row computes ``compute`` columns (the most any of its prompts needs) after
+        ``cached`` columns of stored states. A row whose prompt needs fewer recomputes
+        some of its stored prefix, so every row is padding, then its own tokens.
+        """
+        new = [self.decoders[r] for r in requests]
+        lengths = [len(d.prompt_ids) for d in new]
+        compute = max(n - m for n, (m, _) in zip(lengths, matches, strict=True))
+        cached = max(lengths) - compute
+        taken = [max(0, n - compute) for n in lengths]  # stored tokens each row takes
+        ids, mask_rows = [], []
+        for d, n, c in zip(new, lengths, taken, strict=True):
+            fed = n - c
+            ids.append([d.pad_id] * (compute - fed) + d.prompt_ids[c:])
+            mask_rows.append([0] * (cached - c) + [1] * c + [0] * (compute - fed) + [1] * fed)
+        mask = torch.tensor(mask_rows, device=self.device)
+        pads = any(0 in row for row in mask_rows)
+        step: dict[str, Any] = {}
+        if pads:
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
+            step = {"attention_mask": mask, "position_ids": positions}
+        if cached:
+            stored = [entry for _, entry in matches]
+            step[_cache_keyword(self.model)] = _stored_cache(stored, taken, cached)
         inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
-        out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **extra)
-        rows = [(first + j, b) for j, d in enumerate(new) for b in range(len(d.samples))]
-        select = torch.tensor([r - first for r, _ in rows], device=self.device)
+        out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
         cache = _output_cache(out)
+        self._store_prompts(new, cache)
+        rows = [(r, b) for r, d in zip(requests, new, strict=True) for b in range(len(d.samples))]
+        at = {r: j for j, r in enumerate(requests)}  # each request's row in this pass
+        select = torch.tensor([at[r] for r, _ in rows], device=self.device)
         if len(rows) != len(new):
             cache.batch_select_indices(select)  # one prefill serves every sample of a request
         if self.hooks.hidden is not None:
             for r, b in rows:
-                self.decoders[r]._store_hidden(b, self.hooks.hidden[r - first])
+                self.decoders[r]._store_hidden(b, self.hooks.hidden[at[r]])
         logits = out.logits[:, -1, :].float()[select]
         mask = mask[select]
-        positions = [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
         if self.cache is None:
-            self.cache, self.mask, self.logits, self.padded = cache, mask, logits, any(pads)
+            self.cache, self.mask, self.logits, self.padded = cache, mask, logits, pads
         else:
             self.mask = _join_caches(self.cache, self.mask, cache, mask)
             self.logits = torch.cat([self.logits, logits])
             self.padded = True
         self.rows += rows
-        self.positions += positions
+        self.positions += [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
+
+    def _match(self, prompt_ids: list[int]) -> tuple[int, StoredPrefix | None]:
+        """The stored prefix a prompt's prefill starts from (``(0, None)``: none)."""
+        if self.prefix_cache is None:
+            return 0, None
+        return self.prefix_cache.match(prompt_ids, self.device)
+
+    def _store_prompts(self, new: list[TraceDecoder], cache: Any) -> None:
+        """Keep each prefilled prompt's keys and values (the batch's last columns)."""
+        store = self.prefix_cache
+        if store is None or store.max_bytes == 0 or not _plain_layers(cache):
+            return
+        for j, decoder in enumerate(new):
+            n = len(decoder.prompt_ids)
+
+            def states(j: int = j, n: int = n) -> LayerStates:
+                return [
+                    (
+                        layer.keys[j : j + 1, :, -n:, :].clone(),
+                        layer.values[j : j + 1, :, -n:, :].clone(),
+                    )
+                    for layer in cache.layers
+                ]
+
+            store.add(decoder.prompt_ids, states)
 
     def _trim(self) -> None:
         """Drop the leading cache columns that are padding for every remaining row.
@@ -1134,10 +1205,7 @@ class _BatchLoop:
         self.mask = self.mask[:, lead:]
 
     def _joinable(self) -> bool:
-        from transformers.cache_utils import DynamicLayer
-
-        layers: list[object] = list(getattr(self.cache, "layers", None) or [])
-        return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+        return _plain_layers(self.cache)
 
     def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
         self._prefill(0)
@@ -1270,6 +1338,77 @@ def _cache_keyword(model: PreTrainedModel) -> str:
 
 
 _CACHE_KEYWORDS: dict[type, str] = {}
+
+
+PREFILL_PASS_TOKENS = 128
+"""What one more prefill forward pass is taken to cost, in token rows computed: a group of
+requests is split off into a pass of its own only when that saves more padding."""
+
+
+def prefill_groups(needs: Sequence[int], pass_tokens: int = PREFILL_PASS_TOKENS) -> list[list[int]]:
+    """Split requests into prefill passes that compute the fewest token rows.
+
+    A pass computes, for each of its requests, as many tokens as the one that needs the
+    most; each pass also costs ``pass_tokens``. The requests are sorted by need and cut
+    where that lowers the total (the best cut of a sorted list is found exactly).
+
+    Args:
+        needs: Tokens each request has to compute (its prompt after a stored prefix).
+        pass_tokens: The cost of one more forward pass, in token rows.
+
+    Returns:
+        Groups of indices into ``needs``, the neediest group first, each sorted by index.
+    """
+    order = sorted(range(len(needs)), key=lambda i: (-needs[i], i))
+    best = [0] + [0] * len(order)  # best[i]: least cost of the first i requests in order
+    cut = [0] * (len(order) + 1)
+    for i in range(1, len(order) + 1):
+        best[i], cut[i] = min(
+            (best[j] + (i - j) * needs[order[j]] + pass_tokens, j) for j in range(i)
+        )
+    groups: list[list[int]] = []
+    end = len(order)
+    while end > 0:
+        groups.append(sorted(order[cut[end] : end]))
+        end = cut[end]
+    return groups[::-1]
+
+
+def _plain_model_cache(model: PreTrainedModel) -> bool:
+    """Whether the cache ``model`` builds has only plain growing layers (see below)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    layers = DynamicCache(config=model.config).layers
+    return all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _plain_layers(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a plain growing one.
+
+    Such rows can be joined and trimmed, and each holds every token's keys and values.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    layers: list[object] = list(getattr(cache, "layers", None) or [])
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _stored_cache(stored: Sequence[StoredPrefix | None], taken: Sequence[int], width: int) -> Any:
+    """A cache of ``width`` columns whose row ``j`` ends with ``taken[j]`` stored tokens."""
+    from transformers.cache_utils import DynamicCache
+
+    sample = next(entry for entry in stored if entry is not None)
+    cache = DynamicCache()
+    for index, (keys, values) in enumerate(sample.layers):
+        shape = (len(stored), keys.shape[1], width, keys.shape[3])
+        layer_keys, layer_values = keys.new_zeros(shape), values.new_zeros(shape)
+        for j, (entry, count) in enumerate(zip(stored, taken, strict=True)):
+            if entry is not None and count:
+                own_keys, own_values = entry.layers[index]
+                layer_keys[j, :, width - count :, :] = own_keys[0, :, :count, :]
+                layer_values[j, :, width - count :, :] = own_values[0, :, :count, :]
+        cache.update(layer_keys, layer_values, index)
+    return cache
 
 
 def _output_cache(out: Any) -> Any:

@@ -17,6 +17,10 @@ from langchain_adaptive_rag import AdaptiveRAGError, ChatTransformers, get_token
 from tests.conftest import boundary_stop
 from tests.trace_options import trace_options
 
+RTOL = 1e-5
+"""A prompt sent again prefills from the prefix cache (all but its last token stored):
+its signals equal the first call's to float rounding, not bit for bit."""
+
 
 @pytest.fixture(scope="module")
 def chat(llama_dir: Path) -> ChatTransformers:
@@ -36,8 +40,8 @@ def test_invoke_reports_signals_that_match_the_trace(chat: ChatTransformers) -> 
     signals = get_token_signals(message)
     assert message.content == trace.text
     np.testing.assert_array_equal(signals.token_ids, trace.token_ids)
-    np.testing.assert_allclose(signals.entropies, trace.entropies)
-    np.testing.assert_allclose(signals.logprobs, trace.logprobs)
+    np.testing.assert_allclose(signals.entropies, trace.entropies, rtol=RTOL)
+    np.testing.assert_allclose(signals.logprobs, trace.logprobs, rtol=RTOL)
     assert signals.tokens == trace.tokens
     assert message.response_metadata["finish_reason"] == trace.finish_reason
     assert message.response_metadata["model_name"] == str(chat.model)
@@ -55,7 +59,7 @@ def test_stream_adds_up_to_invoke(chat: ChatTransformers) -> None:
     assert total.content == message.content
     streamed, invoked = get_token_signals(total), get_token_signals(message)
     np.testing.assert_array_equal(streamed.token_ids, invoked.token_ids)
-    np.testing.assert_allclose(streamed.entropies, invoked.entropies)
+    np.testing.assert_allclose(streamed.entropies, invoked.entropies, rtol=RTOL)
     assert streamed.tokens == invoked.tokens
     assert total.usage_metadata == message.usage_metadata
     assert total.response_metadata["finish_reason"] == message.response_metadata["finish_reason"]
@@ -208,8 +212,13 @@ def test_openai_format_logprobs(llama_dir: Path) -> None:
         assert len(alternatives) == 3 and alternatives == sorted(alternatives, reverse=True)
         assert entry["logprob"] <= alternatives[0] + 1e-6  # greedy picks the best
         assert entry["bytes"] == list(entry["token"].encode("utf-8"))
-    streamed = _sum(list(chat.stream("Hi")))
-    assert streamed.response_metadata["logprobs"]["content"] == content
+    again = _sum(list(chat.stream("Hi"))).response_metadata["logprobs"]["content"]
+    assert [c["token"] for c in again] == [c["token"] for c in content]
+    np.testing.assert_allclose(
+        [[a["logprob"] for a in c["top_logprobs"]] for c in again],
+        [[a["logprob"] for a in c["top_logprobs"]] for c in content],
+        rtol=RTOL,
+    )
     plain = ChatTransformers(model=str(llama_dir), max_new_tokens=3).invoke("Hi")
     assert "logprobs" not in plain.response_metadata
     assert (
