@@ -33,6 +33,12 @@ from langchain_adaptive_rag.errors import (
     HiddenLayerError,
     PromptTooLongError,
 )
+from langchain_adaptive_rag.kv_cache import (
+    RoomyCache,
+    RoomyLayer,
+    has_plain_layers,
+    plain_model_cache,
+)
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
 
 __all__ = [
@@ -1107,19 +1113,22 @@ class _BatchLoop:
         matches = [self._match(self.decoders[r].prompt_ids) for r in requests]
         lengths = [len(self.decoders[r].prompt_ids) for r in requests]
         needs = [n - m for n, (m, _) in zip(lengths, matches, strict=True)]
-        plain = self._joinable() if self.cache is not None else _plain_model_cache(self.model)
+        plain = self._joinable() if self.cache is not None else plain_model_cache(self.model)
         groups = prefill_groups(needs) if plain else [list(range(len(requests)))]
         for group in groups:
-            self._prefill_group([requests[i] for i in group], [matches[i] for i in group])
+            chosen = [requests[i] for i in group]
+            self._prefill_group(chosen, [matches[i] for i in group], roomy=plain)
 
     def _prefill_group(
-        self, requests: list[int], matches: list[tuple[int, StoredPrefix | None]]
+        self, requests: list[int], matches: list[tuple[int, StoredPrefix | None]], *, roomy: bool
     ) -> None:
         """Prefill ``requests`` in one forward pass and append their rows.
 
         Every row computes ``compute`` columns (the most any of its prompts needs) after
         ``cached`` columns of stored states. A row whose prompt needs fewer recomputes
-        some of its stored prefix, so every row is padding, then its own tokens.
+        some of its stored prefix, so every row is padding, then its own tokens. With
+        ``roomy``, the pass fills a :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`
+        (decoding steps then append in place); otherwise the model's own cache.
         """
         new = [self.decoders[r] for r in requests]
         lengths = [len(d.prompt_ids) for d in new]
@@ -1140,6 +1149,8 @@ class _BatchLoop:
         if cached:
             stored = [entry for _, entry in matches]
             step[_cache_keyword(self.model)] = _stored_cache(stored, taken, cached)
+        elif roomy:
+            step[_cache_keyword(self.model)] = RoomyCache()
         inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
         out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
         cache = _output_cache(out)
@@ -1172,7 +1183,7 @@ class _BatchLoop:
     def _store_prompts(self, new: list[TraceDecoder], cache: Any) -> None:
         """Keep each prefilled prompt's keys and values (the batch's last columns)."""
         store = self.prefix_cache
-        if store is None or store.max_bytes == 0 or not _plain_layers(cache):
+        if store is None or store.max_bytes == 0 or not has_plain_layers(cache):
             return
         for j, decoder in enumerate(new):
             n = len(decoder.prompt_ids)
@@ -1200,12 +1211,15 @@ class _BatchLoop:
         if lead == 0:
             return
         for layer in self.cache.layers:
-            layer.keys = layer.keys[:, :, lead:, :]
-            layer.values = layer.values[:, :, lead:, :]
+            if isinstance(layer, RoomyLayer):
+                layer.drop_leading(lead)
+            else:
+                layer.keys = layer.keys[:, :, lead:, :]
+                layer.values = layer.values[:, :, lead:, :]
         self.mask = self.mask[:, lead:]
 
     def _joinable(self) -> bool:
-        return _plain_layers(self.cache)
+        return has_plain_layers(self.cache)
 
     def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
         self._prefill(0)
@@ -1374,31 +1388,10 @@ def prefill_groups(needs: Sequence[int], pass_tokens: int = PREFILL_PASS_TOKENS)
     return groups[::-1]
 
 
-def _plain_model_cache(model: PreTrainedModel) -> bool:
-    """Whether the cache ``model`` builds has only plain growing layers (see below)."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
-
-    layers = DynamicCache(config=model.config).layers
-    return all(type(layer) is DynamicLayer for layer in layers)
-
-
-def _plain_layers(cache: Any) -> bool:
-    """Whether every layer of ``cache`` is a plain growing one.
-
-    Such rows can be joined and trimmed, and each holds every token's keys and values.
-    """
-    from transformers.cache_utils import DynamicLayer
-
-    layers: list[object] = list(getattr(cache, "layers", None) or [])
-    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
-
-
 def _stored_cache(stored: Sequence[StoredPrefix | None], taken: Sequence[int], width: int) -> Any:
     """A cache of ``width`` columns whose row ``j`` ends with ``taken[j]`` stored tokens."""
-    from transformers.cache_utils import DynamicCache
-
     sample = next(entry for entry in stored if entry is not None)
-    cache = DynamicCache()
+    cache = RoomyCache()
     for index, (keys, values) in enumerate(sample.layers):
         shape = (len(stored), keys.shape[1], width, keys.shape[3])
         layer_keys, layer_values = keys.new_zeros(shape), values.new_zeros(shape)
@@ -1423,6 +1416,9 @@ def _join_caches(
     """Append ``other``'s rows to ``cache``, left-padding the shorter one; the joint mask."""
     length = max(mask.shape[1], other_mask.shape[1])
     for layer, joining in zip(cache.layers, other.layers, strict=True):
+        if isinstance(layer, RoomyLayer):
+            layer.append_rows(joining, length)
+            continue
         layer.keys = torch.cat([_left_pad(layer.keys, length), _left_pad(joining.keys, length)])
         layer.values = torch.cat(
             [_left_pad(layer.values, length), _left_pad(joining.values, length)]

@@ -1,0 +1,97 @@
+"""RoomyLayer: appends in place, and reads exactly as a DynamicLayer that concatenates."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import LlamaConfig, MistralConfig
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
+from langchain_adaptive_rag import kv_cache
+from langchain_adaptive_rag.kv_cache import (
+    RoomyCache,
+    RoomyLayer,
+    has_plain_layers,
+    plain_model_cache,
+)
+
+
+def states(batch: int, tokens: int, start: float) -> torch.Tensor:
+    """``(batch, 2 heads, tokens, 3)`` states numbered from ``start`` (easy to follow)."""
+    count = batch * 2 * tokens * 3
+    return torch.arange(start, start + count, dtype=torch.float32).reshape(batch, 2, tokens, 3)
+
+
+def test_appends_equal_concatenation_and_stay_in_one_buffer_while_there_is_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kv_cache, "ROOM", 3)
+    roomy, plain = RoomyLayer(), DynamicLayer()
+    prompt = states(2, 5, 0)
+    for layer in (roomy, plain):
+        layer.update(prompt, -prompt)
+    buffer = roomy.keys.data_ptr()
+    for step in range(5):  # room for 3: the fourth append moves to a new buffer
+        token = states(2, 1, 1000 + 100 * step)
+        keys, values = roomy.update(token, -token)
+        plain.update(token, -token)
+        assert torch.equal(keys, plain.keys) and torch.equal(values, plain.values)
+        assert (roomy.keys.data_ptr() == buffer) == (step < 3)
+    assert roomy.get_seq_length() == 10
+
+
+def test_selected_rows_and_dropped_columns_read_like_a_dynamic_layer() -> None:
+    roomy, plain = RoomyLayer(), DynamicLayer()
+    prompt = states(3, 4, 0)
+    for layer in (roomy, plain):
+        layer.update(prompt, -prompt)
+    keep = torch.tensor([0, 2])
+    roomy.batch_select_indices(keep)
+    plain.batch_select_indices(keep)
+    roomy.drop_leading(1)
+    plain.keys, plain.values = plain.keys[:, :, 1:], plain.values[:, :, 1:]
+    buffer = roomy.keys.data_ptr()
+    token = states(2, 1, 500)
+    roomy.update(token, -token)
+    plain.update(token, -token)
+    assert torch.equal(roomy.keys, plain.keys) and torch.equal(roomy.values, plain.values)
+    assert roomy.keys.data_ptr() == buffer  # still the same buffer, one column further
+
+
+def test_replaced_states_are_copied_into_a_new_buffer_at_the_next_append() -> None:
+    roomy = RoomyLayer()
+    prompt = states(1, 3, 0)
+    roomy.update(prompt, -prompt)
+    roomy.keys = roomy.keys[:, :, 1:].clone()  # as a caller that trims or joins does
+    roomy.values = roomy.values[:, :, 1:].clone()
+    token = states(1, 1, 100)
+    keys, values = roomy.update(token, -token)
+    assert torch.equal(keys, torch.cat([prompt[:, :, 1:], token], dim=2))
+    assert torch.equal(values, -keys)
+
+
+def test_appended_rows_are_left_padded_with_zeros() -> None:
+    roomy, other = RoomyLayer(), RoomyLayer()
+    roomy.update(states(1, 2, 0), states(1, 2, 0))
+    other.update(states(2, 4, 50), states(2, 4, 50))
+    roomy.append_rows(other, 4)
+    assert roomy.keys.shape == (3, 2, 4, 3)
+    assert torch.equal(roomy.keys[0, :, :2], torch.zeros(2, 2, 3))
+    assert torch.equal(roomy.keys[0, :, 2:], states(1, 2, 0)[0])
+    assert torch.equal(roomy.keys[1:], states(2, 4, 50))
+    token = states(3, 1, 900)
+    keys, _ = roomy.update(token, token)
+    assert torch.equal(keys[:, :, 4:], token)
+
+
+def test_a_roomy_cache_and_the_plain_layer_checks() -> None:
+    cache = RoomyCache()
+    cache.update(states(1, 2, 0), states(1, 2, 0), 0)
+    assert type(cache.layers[0]) is RoomyLayer and has_plain_layers(cache)
+    assert has_plain_layers(DynamicCache(config=LlamaConfig(num_hidden_layers=2)))
+    assert not has_plain_layers(None)
+    llama = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))
+    mistral = SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=16))
+    assert plain_model_cache(llama) and not plain_model_cache(mistral)  # type: ignore[arg-type]
