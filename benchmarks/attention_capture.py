@@ -23,33 +23,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from random_llama import SIZES, save_random_llama
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.generation import CaptureOptions
-from langchain_adaptive_rag.testing import train_tokenizer
 
 NEW_TOKENS = 64
-SIZES = {
-    "20m": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6},
-    "110m": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12},
-}
 
 
 def build(directory: Path, size: str, device: str) -> tuple[ChatTransformers, ChatTransformers]:
-    tokenizer = train_tokenizer()
-    torch.manual_seed(0)
-    shape = SIZES[size]
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        num_attention_heads=shape["hidden_size"] // 64,
-        num_key_value_heads=shape["hidden_size"] // 64,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-        **shape,
-    )
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+    save_random_llama(directory, size)
     chats = []
     for kernel in ("sdpa", "eager"):
         model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation=kernel)

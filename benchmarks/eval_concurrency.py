@@ -28,6 +28,7 @@ from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method
 from langchain_adaptive_rag.evaluation.results import read_results
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
+from langchain_adaptive_rag.kv_cache import RoomyCache
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
     load_toy_model,
@@ -62,7 +63,8 @@ def step_costs(model: object, rows: tuple[int, ...], context: int = 300) -> dict
 
     The ceiling of what batching gives: a method whose calls already decode ``r`` rows
     (SeaKR: the greedy step and its samples) gains at most ``cost[r] / cost[R]`` from
-    batches of ``R`` rows.
+    batches of ``R`` rows. The cache is the decoding loop's (:class:`RoomyCache`: steps
+    append in place).
     """
     hf_model = model.hf_model  # type: ignore[attr-defined]
     vocab = hf_model.config.vocab_size
@@ -70,14 +72,13 @@ def step_costs(model: object, rows: tuple[int, ...], context: int = 300) -> dict
     with torch.inference_mode():
         for size in rows:
             ids = torch.randint(5, vocab, (size, context), device=hf_model.device)
-            out = hf_model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            cache = out.get("cache")  # named past_key_values by earlier 5.x releases
-            cache = cache if cache is not None else out.past_key_values
+            cache = RoomyCache()  # the decoding loop's cache: steps append in place
+            hf_model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
             token = ids[:, -1:]
             times = []
             for _ in range(20):
                 start = time.perf_counter()
-                out = hf_model(input_ids=token, cache=cache, use_cache=True)
+                hf_model(input_ids=token, cache=cache, use_cache=True)
                 times.append(time.perf_counter() - start)
             costs[size] = statistics.median(times) / size
     return costs

@@ -150,10 +150,10 @@ class ChatTransformers(BaseChatModel):
 
             llm = ChatTransformers(
                 model="meta-llama/Llama-2-7b-chat-hf",  # hub id or local directory
-                attn_implementation="eager",  # needed for attention signals
                 dtype="bfloat16",
                 device="cuda",
                 max_new_tokens=128,
+                prefix_cache_mib=512,  # recent prompts' keys and values, reused
             )
             # or wrap objects already loaded:
             llm = ChatTransformers(model=hf_model, tokenizer=hf_tokenizer)
