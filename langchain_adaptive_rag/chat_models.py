@@ -453,12 +453,12 @@ class ChatTransformers(BaseChatModel):
         """The stored prompt prefixes (``None`` when ``prefix_cache_mib`` is 0).
 
         Its ``stats`` tell how many prompt tokens were taken from it; call
-        :meth:`clear_prefix_cache` after changing the model's weights.
+        :meth:`clear_prefix_cache` after changing the model's weights or dtype.
         """
         return self._prefix_cache
 
     def clear_prefix_cache(self) -> None:
-        """Forget the stored prompt prefixes (call after changing the model's weights)."""
+        """Forget the stored prompt prefixes (call after changing the model's weights or dtype)."""
         if self._prefix_cache is not None:
             self._prefix_cache.clear()
 

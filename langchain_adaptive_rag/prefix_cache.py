@@ -189,7 +189,7 @@ class PrefixCache:
                 self._drop(next(iter(self._entries)))
 
     def clear(self) -> None:
-        """Forget every stored prompt (call after changing the model's weights)."""
+        """Forget every stored prompt (call after changing the model's weights or dtype)."""
         with self._lock:
             self._entries.clear()
             self._buckets.clear()

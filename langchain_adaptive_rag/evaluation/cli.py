@@ -151,11 +151,21 @@ def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) 
         "--model",
         required=True,
         metavar="ID_OR_PATH",
-        help="hub id or local model directory (loaded with eager attention, no chat template)",
+        help="hub id or local model directory (transformers' default kernel, no chat template)",
     )
     parser.add_argument("--device", help="torch device, e.g. cuda (default: CPU)")
     parser.add_argument(
         "--dtype", choices=["auto", "float32", "float16", "bfloat16"], help="weights dtype"
+    )
+    parser.add_argument(
+        "--prefix-cache-mib",
+        type=_non_negative,
+        default=512,
+        metavar="MIB",
+        help=(
+            "memory for recent prompts' keys and values, so prompts that start alike "
+            "(few-shot exemplars) prefill only the rest (default: 512; 0: off)"
+        ),
     )
     parser.add_argument("--limit", type=_non_negative, metavar="N", help="first N questions")
     parser.add_argument(
@@ -349,7 +359,11 @@ def run_eval_command(args: argparse.Namespace) -> int:
         else:
             retriever = setup.retriever
             model = load_chat_model(
-                args.model, device=args.device, dtype=args.dtype, concurrency=args.concurrency
+                args.model,
+                device=args.device,
+                dtype=args.dtype,
+                concurrency=args.concurrency,
+                prefix_cache_mib=args.prefix_cache_mib,
             )
             graph = create_adaptive_rag_graph(
                 model, retriever, setup.method, config=setup.config, prompts=setup.prompts
@@ -427,7 +441,11 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
         _describe_setup(setup)
         retriever = setup.retriever
         model = load_chat_model(
-            args.model, device=args.device, dtype=args.dtype, concurrency=args.concurrency
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            concurrency=args.concurrency,
+            prefix_cache_mib=args.prefix_cache_mib,
         )
         points = calibrate_threshold(
             setup.method,

@@ -305,6 +305,7 @@ def load_chat_model(
     concurrency: int = 1,
     attn_implementation: Literal["eager", "sdpa"] | None = None,
     max_new_tokens: int | None = None,
+    prefix_cache_mib: int = 512,
 ) -> ChatTransformers:
     """Load a model for evaluation: transformers' default kernel (sdpa), completion prompts.
 
@@ -319,6 +320,8 @@ def load_chat_model(
             one batched loop (``batch_concurrent_calls=True``, also on a CPU).
         attn_implementation: The attention kernel (default: transformers' own, sdpa).
         max_new_tokens: The model's default generation budget (default: its own).
+        prefix_cache_mib: Memory for recent prompts' keys and values (0: none; see
+            ``ChatTransformers.prefix_cache_mib``).
 
     Returns:
         The chat model.
@@ -349,6 +352,7 @@ def load_chat_model(
             device=device,
             dtype=dtype,
             attn_implementation=attn_implementation,
+            prefix_cache_mib=prefix_cache_mib,
             **budget,
         )
     except AdaptiveRAGError:

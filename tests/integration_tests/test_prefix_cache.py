@@ -9,6 +9,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.evaluation import load_chat_model
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
@@ -120,6 +121,7 @@ def test_prompts_needing_very_different_prefills_run_in_separate_passes(
 def test_chat_model_keeps_prompts_within_its_budget(llama_dir: Path) -> None:
     off = ChatTransformers(model=str(llama_dir), prefix_cache_mib=0)
     assert off.prefix_cache is None
+    assert load_chat_model(str(llama_dir), prefix_cache_mib=0).prefix_cache is None
     chat = ChatTransformers(model=str(llama_dir), max_new_tokens=6)
     cache = chat.prefix_cache
     assert cache is not None and cache.max_bytes == 512 * 2**20

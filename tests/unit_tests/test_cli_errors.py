@@ -304,3 +304,34 @@ def test_a_file_the_system_refuses_is_one_line_and_status_1(
     monkeypatch.setattr(eval_cli, "prepare_evaluation", refuse)
     assert main(eval_argv(data, tmp_path / "out")) == 1
     assert one_error_line(capsys) == f"error: [Errno 13] Permission denied: '{data}'"
+
+
+# --------------------------------------------------------------------------------------
+# The prefix cache's budget reaches the model loader; a negative one is refused
+
+
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_prefix_cache_budget_is_passed_to_the_model(
+    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    budgets: list[object] = []
+
+    def scripted(model: str, **options: object) -> FakeTraceModel:
+        budgets.append(options["prefix_cache_mib"])
+        return FakeTraceModel([" So the answer is Oslo."] * 8)
+
+    monkeypatch.setattr(eval_cli, "load_chat_model", scripted)
+    assert main(eval_argv(data, tmp_path / "a", command=command)) == 0
+    argv = eval_argv(data, tmp_path / "b", "--prefix-cache-mib", "0", command=command)
+    assert main(argv) == 0
+    assert budgets == [512, 0]
+
+
+def test_a_negative_prefix_cache_budget_is_refused(
+    tmp_path: Path, data: Path, no_model: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(eval_argv(data, tmp_path / "out", "--prefix-cache-mib", "-5"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--prefix-cache-mib" in err and "received '-5'; expected an integer >= 0" in err
