@@ -35,8 +35,7 @@ from langchain_adaptive_rag.errors import (
 )
 from langchain_adaptive_rag.kv_cache import (
     RoomyCache,
-    RoomyLayer,
-    has_plain_layers,
+    is_roomy,
     plain_model_cache,
 )
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
@@ -1183,7 +1182,7 @@ class _BatchLoop:
     def _store_prompts(self, new: list[TraceDecoder], cache: Any) -> None:
         """Keep each prefilled prompt's keys and values (the batch's last columns)."""
         store = self.prefix_cache
-        if store is None or store.max_bytes == 0 or not has_plain_layers(cache):
+        if store is None or store.max_bytes == 0 or not is_roomy(cache):
             return
         for j, decoder in enumerate(new):
             n = len(decoder.prompt_ids)
@@ -1211,15 +1210,11 @@ class _BatchLoop:
         if lead == 0:
             return
         for layer in self.cache.layers:
-            if isinstance(layer, RoomyLayer):
-                layer.drop_leading(lead)
-            else:
-                layer.keys = layer.keys[:, :, lead:, :]
-                layer.values = layer.values[:, :, lead:, :]
+            layer.drop_leading(lead)
         self.mask = self.mask[:, lead:]
 
     def _joinable(self) -> bool:
-        return has_plain_layers(self.cache)
+        return is_roomy(self.cache)
 
     def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
         self._prefill(0)
@@ -1413,26 +1408,14 @@ def _output_cache(out: Any) -> Any:
 def _join_caches(
     cache: Any, mask: torch.Tensor, other: Any, other_mask: torch.Tensor
 ) -> torch.Tensor:
-    """Append ``other``'s rows to ``cache``, left-padding the shorter one; the joint mask."""
+    """Append ``other``'s rows to ``cache``, left-padding the shorter one; the joint mask.
+
+    Both are the loop's own caches (:class:`~langchain_adaptive_rag.kv_cache.RoomyCache`).
+    """
     length = max(mask.shape[1], other_mask.shape[1])
     for layer, joining in zip(cache.layers, other.layers, strict=True):
-        if isinstance(layer, RoomyLayer):
-            layer.append_rows(joining, length)
-            continue
-        layer.keys = torch.cat([_left_pad(layer.keys, length), _left_pad(joining.keys, length)])
-        layer.values = torch.cat(
-            [_left_pad(layer.values, length), _left_pad(joining.values, length)]
-        )
+        layer.append_rows(joining, length)
     return torch.cat([_left_pad_mask(mask, length), _left_pad_mask(other_mask, length)])
-
-
-def _left_pad(states: torch.Tensor, length: int) -> torch.Tensor:
-    """``(batch, heads, seq, dim)`` states padded with zeros on the left to ``length``."""
-    missing = length - states.shape[2]
-    if missing == 0:
-        return states
-    zeros = states.new_zeros((states.shape[0], states.shape[1], missing, states.shape[3]))
-    return torch.cat([zeros, states], dim=2)
 
 
 def _left_pad_mask(mask: torch.Tensor, length: int) -> torch.Tensor:

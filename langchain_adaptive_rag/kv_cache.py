@@ -20,7 +20,7 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["ROOM", "RoomyCache", "RoomyLayer", "has_plain_layers", "plain_model_cache"]
+__all__ = ["ROOM", "RoomyCache", "RoomyLayer", "is_roomy", "plain_model_cache"]
 
 ROOM = 64
 """Tokens of room a buffer is made with beyond what it holds."""
@@ -111,7 +111,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             self.keys = self.keys[:, :, count:]
             self.values = self.values[:, :, count:]
 
-    def append_rows(self, other: DynamicLayer, length: int) -> None:
+    def append_rows(self, other: RoomyLayer, length: int) -> None:
         """Append ``other``'s rows after this layer's, both left-padded to ``length``.
 
         Both are copied once, into new buffers with room.
@@ -134,13 +134,14 @@ class RoomyCache(DynamicCache):  # type: ignore[misc]
         Cache.__init__(self, layer_class_to_replicate=RoomyLayer)
 
 
-def has_plain_layers(cache: Any) -> bool:
-    """Whether every layer of ``cache`` holds every token and grows (no sliding window).
+def is_roomy(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a :class:`RoomyLayer`.
 
-    Such rows can be joined, trimmed and stored as prompt prefixes.
+    Only such a cache (the decoding loop's own) has rows that can be joined, trimmed and
+    stored as prompt prefixes; a sliding-window or hybrid cache the model built is not.
     """
     layers: list[object] = list(getattr(cache, "layers", None) or [])
-    return bool(layers) and all(type(layer) in (DynamicLayer, RoomyLayer) for layer in layers)
+    return bool(layers) and all(type(layer) is RoomyLayer for layer in layers)
 
 
 def plain_model_cache(model: PreTrainedModel) -> bool:

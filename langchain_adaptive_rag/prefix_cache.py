@@ -12,8 +12,9 @@ A token's keys and values depend only on the tokens up to it, so a reused prefix
 the cache a full prefill would (to float rounding: the prefix was computed in another
 batch shape). Rotary models store keys at each token's own position from 0 and a prompt
 always starts at position 0, so a stored prefix serves any row of a left-padded batch.
-Only plain per-layer caches (transformers' ``DynamicLayer``) are stored: a sliding-window
-or hybrid cache keeps no full prefix to reuse, and such models always prefill in full.
+Only the decoding loop's own caches (growing layers that hold every token) are stored:
+a sliding-window or hybrid cache keeps no full prefix to reuse, and such models always
+prefill in full.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from langchain_adaptive_rag import kv_cache
 from langchain_adaptive_rag.kv_cache import (
     RoomyCache,
     RoomyLayer,
-    has_plain_layers,
+    is_roomy,
     plain_model_cache,
 )
 
@@ -89,9 +89,11 @@ def test_appended_rows_are_left_padded_with_zeros() -> None:
 def test_a_roomy_cache_and_the_plain_layer_checks() -> None:
     cache = RoomyCache()
     cache.update(states(1, 2, 0), states(1, 2, 0), 0)
-    assert type(cache.layers[0]) is RoomyLayer and has_plain_layers(cache)
-    assert has_plain_layers(DynamicCache(config=LlamaConfig(num_hidden_layers=2)))
-    assert not has_plain_layers(None)
+    assert type(cache.layers[0]) is RoomyLayer and is_roomy(cache)
+    dynamic = DynamicCache(config=LlamaConfig(num_hidden_layers=2))  # a model's own
+    dynamic.update(states(1, 2, 0), states(1, 2, 0), 0)
+    dynamic.update(states(1, 2, 0), states(1, 2, 0), 1)
+    assert not is_roomy(dynamic) and not is_roomy(None)
     llama = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))
     mistral = SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=16))
     assert plain_model_cache(llama) and not plain_model_cache(mistral)  # type: ignore[arg-type]
