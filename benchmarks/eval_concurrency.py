@@ -26,6 +26,7 @@ import torch
 
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method
+from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.evaluation.results import read_results
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
 from langchain_adaptive_rag.kv_cache import RoomyCache
@@ -92,22 +93,30 @@ def main() -> None:
         "--methods", default=",".join(AVAILABLE_METHODS), help="comma-separated (default: all)"
     )
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--max-batch-rows", type=int, default=64)
+    parser.add_argument(
+        "--max-batch-rows",
+        type=int,
+        default=None,
+        help="default: room for every question's call, as adaptive-rag eval gives",
+    )
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     torch.set_num_threads(2)
+    methods = [m for m in args.methods.split(",") if m in AVAILABLE_METHODS]
     model = load_toy_model()
     model.batch_concurrent_calls = True  # on a CPU it is off unless asked for
-    model.max_batch_rows = args.max_batch_rows
+    model.max_batch_rows = args.max_batch_rows or max(
+        batch_rows(TOY_CONFIGS[m], args.concurrency) for m in methods
+    )
     if args.device:
         model.hf_model.to(args.device)
     retriever = toy_retriever(k=3)
     dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
     test = test[: args.questions]
-    methods = [m for m in args.methods.split(",") if m in AVAILABLE_METHODS]
     print(
         f"toy world, {len(test)} test questions, shipped toy model on "
-        f"{model.hf_model.device}, concurrency 1 vs {args.concurrency}\n"
+        f"{model.hf_model.device}, concurrency 1 vs {args.concurrency}, at most "
+        f"{model.max_batch_rows} sequences decoded together\n"
     )
     print("| method | q/s at 1 | q/s at N | N / 1 | requests per loop (mean) | identical |")
     print("|---|---:|---:|---:|---:|---|")
@@ -165,7 +174,7 @@ def main() -> None:
         f"every method's questions together: {totals[0]:.1f} s at 1, {totals[1]:.1f} s at "
         f"{args.concurrency}: {totals[0] / totals[1]:.2f}x the questions per second"
     )
-    sizes = (1, 9, args.max_batch_rows)
+    sizes = (1, 9, model.max_batch_rows)
     costs = step_costs(model, sizes)
     print("\none decoding step, ms per row, by rows in the batch (300 cached tokens):")
     print("| rows | " + " | ".join(str(n) for n in sizes) + " |")

@@ -582,14 +582,15 @@ class ChatTransformers(BaseChatModel):
     def _decode(self, decoder: TraceDecoder, *, stream: bool = True) -> Iterator[TokenEvent]:
         """Decode one request: joined with concurrent ones, or alone under the lock.
 
-        ``stream=False``: the caller needs no events, only the traces at the end.
+        Yields the first sample's token events (``stream=False``: none, the caller
+        needs only the traces at the end).
         """
         if not self.batching:
             with self._lock:
                 for _, event in decode_together(
                     self._hf_model, [decoder], prefix_cache=self.prefix_cache
                 ):
-                    if event is not None:
+                    if event is not None and stream and event.sample == 0:
                         yield event
             return
         yield from self._get_engine().decode(decoder, stream=stream)
@@ -802,7 +803,7 @@ class ChatTransformers(BaseChatModel):
             capture=capture if capture is not None else CaptureOptions(),
         )
         for event in self._decode(decoder, stream=on_token is not None):
-            if on_token is not None and event.sample == 0:
+            if on_token is not None:
                 on_token(event)
         return decoder.traces
 

@@ -20,7 +20,7 @@ from langchain_adaptive_rag.chat_models import ChatTransformers
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.cli import add_eval_commands
 from langchain_adaptive_rag.evaluation.paths import check_output_file
-from langchain_adaptive_rag.evaluation.setup import load_chat_model
+from langchain_adaptive_rag.evaluation.setup import batch_rows, load_chat_model
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
 from langchain_adaptive_rag.retrievers.cli import add_index_command
@@ -74,6 +74,7 @@ def _demo(args: argparse.Namespace) -> int:
     """The toy world: every method on balanced toy questions, then one DRAGIN trace."""
     from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
     from langchain_adaptive_rag.toyworld.comparison import (
+        TOY_CONFIGS,
         demo_questions,
         format_comparison,
         format_trace,
@@ -112,6 +113,8 @@ def _demo(args: argparse.Namespace) -> int:
             "whose files load with transformers. Fix: train or copy it again."
         )
         raise AdaptiveRAGError(msg) from None
+    # room for every concurrent question's call, SeaKR's k + 1 sequences included
+    model.max_batch_rows = max(batch_rows(TOY_CONFIGS[m], args.concurrency) for m in methods)
     retriever = toy_retriever()
     questions = demo_questions(toy_questions(), per_category=args.per_category)
     print(

@@ -104,6 +104,7 @@ def _run_together(jobs: list[_SideJob[T]]) -> None:
 class _Ticket:
     decoder: TraceDecoder
     stream: bool
+    """Hand the caller the first sample's token events (the others are never read)."""
     events: queue.SimpleQueue[object] = field(default_factory=queue.SimpleQueue)
     step: list[TokenEvent] = field(default_factory=list)
 
@@ -185,8 +186,9 @@ class DecodeEngine:
         """Decode one request with whatever else is queued; yields its events in order.
 
         The request's traces are on ``decoder.traces`` once the iteration ends. Closing
-        the iterator early cancels the request. With ``stream=False`` no event is handed
-        over (the caller sleeps until the request is done).
+        the iterator early cancels the request. Only the first sample's events are
+        handed over (a call's other samples are read from its traces), and with
+        ``stream=False`` none: the caller sleeps until the request is done.
 
         Raises:
             BaseException: Whatever failed this request (its own processing, or the
@@ -369,6 +371,7 @@ class DecodeEngine:
                     admit=admit,
                     between=self._run_side_jobs,
                     prefix_cache=self.prefix_cache,
+                    max_rows=self.max_batch_rows,
                 )
                 previous: _Ticket | None = None
                 for index, event in stream:
@@ -377,7 +380,7 @@ class DecodeEngine:
                         previous.flush()  # a request's events of one step come together
                     previous = ticket
                     if event is not None:
-                        if ticket.stream:
+                        if ticket.stream and event.sample == 0:
                             ticket.step.append(event)
                     else:  # the request is done: its caller goes on at once
                         ticket.flush()

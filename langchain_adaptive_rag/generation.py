@@ -58,6 +58,7 @@ __all__ = [
     "context_length",
     "decode_together",
     "decoder_layers",
+    "draw_tokens",
     "hidden_module",
     "next_piece",
     "prefill_groups",
@@ -747,7 +748,8 @@ class TraceDecoder:
         """
         own = shared if shared is not None else self._own_distribution(step, rows, present)
         chosen: list[tuple[int, int]] = []  # (position in rows, token) of active samples
-        draws: list[torch.Tensor] = []  # sampled tokens, read back in one transfer
+        drawn: list[int] = []  # positions in rows of the samples that draw a token
+        generators: list[torch.Generator] = []
         for i, b in enumerate(present):
             sample = self.samples[b]
             if not sample.active:
@@ -755,13 +757,15 @@ class TraceDecoder:
             if sample.greedy:
                 token = int(own.greedy[i] if own is not None else step.argmax[rows[i]])
             else:
-                assert own is not None  # sampling always has its own distribution
-                draws.append(torch.multinomial(own.probs[i], 1, generator=sample.generator))
-                token = -1  # read below
+                assert sample.generator is not None  # a sampled sample has its generator
+                drawn.append(i)
+                generators.append(sample.generator)
+                token = -1  # drawn below
             chosen.append((i, token))
-        if draws:
-            drawn = iter(torch.cat(draws).tolist())
-            chosen = [(i, next(drawn) if token < 0 else token) for i, token in chosen]
+        if drawn:
+            assert own is not None  # sampling always has its own distribution
+            tokens = iter(draw_tokens(own.probs[drawn], generators))
+            chosen = [(i, next(tokens) if token < 0 else token) for i, token in chosen]
         if own is not None and chosen:  # every chosen token's logprob in one gather
             signal_logp = own.signal_logp
             at = torch.tensor([i for i, _ in chosen], device=signal_logp.device)
@@ -1002,6 +1006,47 @@ def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
     return warped
 
 
+def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> list[int]:
+    """Draw one token from each row of ``probs``, row ``i`` with ``generators[i]``.
+
+    Each row draws what ``torch.multinomial(probs[i], 1, generator=generators[i])`` draws
+    (the argmax of ``p / q`` with ``q ~ Exp(1)`` from that generator, torch's own method
+    for a single draw), but the rows share one division, one argmax and one read-back:
+    no per-row validity checks, which on an accelerator wait for the device three times
+    a row.
+
+    Args:
+        probs: ``(rows, vocab)`` probabilities (non-negative, each row summing above 0).
+        generators: One generator per row, on ``probs``' device; each advances as one
+            ``torch.multinomial`` call would advance it.
+
+    Returns:
+        The drawn token of each row.
+
+    Raises:
+        AdaptiveRAGError: A row is not a distribution (NaN, infinite or negative
+            entries, or all zero), as the model's logits were.
+    """
+    if probs.shape[0] != len(generators):
+        msg = f"draw_tokens got {probs.shape[0]} rows and {len(generators)} generators."
+        raise AdaptiveRAGError(msg)
+    noise = torch.empty_like(probs)
+    for row, generator in zip(noise, generators, strict=True):
+        row.exponential_(1.0, generator=generator)
+    valid = ((probs >= 0) & (probs < math.inf)).all(dim=-1) & (probs.sum(dim=-1) > 0)
+    tokens, ok = torch.stack([(probs / noise).argmax(dim=-1), valid.long()]).tolist()
+    if not all(ok):
+        bad = [i for i, flag in enumerate(ok) if not flag]
+        msg = (
+            f"Cannot sample rows {bad}: their probabilities hold NaN, infinite or negative "
+            "values or are all zero (the model's logits were not finite). Expected finite "
+            "logits; check the model's weights and dtype (float16 overflows on some models: "
+            "load it with dtype='bfloat16' or 'float32')."
+        )
+        raise AdaptiveRAGError(msg)
+    return [int(t) for t in tokens]
+
+
 def _eos_ids(model: PreTrainedModel, tokenizer: object) -> list[int]:
     ids: list[int] = []
     config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -1023,6 +1068,7 @@ def decode_together(
     admit: Callable[[int], Sequence[TraceDecoder]] | None = None,
     between: Callable[[], None] | None = None,
     prefix_cache: PrefixCache | None = None,
+    max_rows: int = 0,
 ) -> Iterator[tuple[int, TokenEvent | None]]:
     """Decode several requests in one batched KV-cache loop.
 
@@ -1047,6 +1093,8 @@ def decode_together(
         prefix_cache: Where prefills find stored prompt prefixes and leave their prompts
             (see :mod:`~langchain_adaptive_rag.prefix_cache`); ``None``: every prompt is
             prefilled in full.
+        max_rows: Rows the cache makes room for when requests join (the most that
+            ``admit`` lets in), so later joins write into it instead of copying it.
 
     Yields:
         ``(request index, event)`` for each released token, in decoding order, and
@@ -1065,7 +1113,7 @@ def decode_together(
     hooks = _Hooks(model, capture)
     try:
         with torch.inference_mode():
-            loop = _BatchLoop(model, list(decoders), hooks, admit, between, prefix_cache)
+            loop = _BatchLoop(model, list(decoders), hooks, admit, between, prefix_cache, max_rows)
             yield from loop.run()
     finally:
         hooks.remove()
@@ -1082,8 +1130,10 @@ class _BatchLoop:
         admit: Callable[[int], Sequence[TraceDecoder]] | None,
         between: Callable[[], None] | None = None,
         prefix_cache: PrefixCache | None = None,
+        max_rows: int = 0,
     ) -> None:
         self.model = model
+        self.max_rows = max_rows
         self.between = between
         self.prefix_cache = prefix_cache
         self.device = model.device
@@ -1156,18 +1206,19 @@ class _BatchLoop:
         self._store_prompts(new, cache)
         rows = [(r, b) for r, d in zip(requests, new, strict=True) for b in range(len(d.samples))]
         at = {r: j for j, r in enumerate(requests)}  # each request's row in this pass
-        select = torch.tensor([at[r] for r, _ in rows], device=self.device)
-        if len(rows) != len(new):
-            cache.batch_select_indices(select)  # one prefill serves every sample of a request
+        order = [at[r] for r, _ in rows]  # one prefill serves every sample of a request
+        select = torch.tensor(order, device=self.device)
         if self.hooks.hidden is not None:
             for r, b in rows:
                 self.decoders[r]._store_hidden(b, self.hooks.hidden[at[r]])
         logits = out.logits[:, -1, :].float()[select]
         mask = mask[select]
         if self.cache is None:
+            if len(rows) != len(new):
+                cache.batch_select_indices(select)
             self.cache, self.mask, self.logits, self.padded = cache, mask, logits, pads
         else:
-            self.mask = _join_caches(self.cache, self.mask, cache, mask)
+            self.mask = _join_caches(self.cache, self.mask, cache, mask, order, self.max_rows)
             self.logits = torch.cat([self.logits, logits])
             self.padded = True
         self.rows += rows
@@ -1240,7 +1291,11 @@ class _BatchLoop:
                 return
             if len(keep) < len(self.rows):  # finished samples leave the batch
                 kept = torch.tensor(keep, device=self.device)
-                self.cache.batch_select_indices(kept)
+                if self._joinable():  # the rows after each gap move down, in place
+                    for layer in self.cache.layers:
+                        layer.keep_rows(keep)
+                else:
+                    self.cache.batch_select_indices(kept)
                 self.mask = self.mask[kept]
                 self.rows = [self.rows[i] for i in keep]
                 self.positions = [self.positions[i] for i in keep]
@@ -1406,15 +1461,22 @@ def _output_cache(out: Any) -> Any:
 
 
 def _join_caches(
-    cache: Any, mask: torch.Tensor, other: Any, other_mask: torch.Tensor
+    cache: Any,
+    mask: torch.Tensor,
+    other: Any,
+    other_mask: torch.Tensor,
+    select: Sequence[int],
+    rows: int,
 ) -> torch.Tensor:
-    """Append ``other``'s rows to ``cache``, left-padding the shorter one; the joint mask.
+    """Append rows ``select`` of ``other`` to ``cache``, left-padding the shorter; the mask.
 
-    Both are the loop's own caches (:class:`~langchain_adaptive_rag.kv_cache.RoomyCache`).
+    Both are the loop's own caches (:class:`~langchain_adaptive_rag.kv_cache.RoomyCache`);
+    ``other_mask`` is already the selected rows' mask. The joining rows go into the
+    cache's room when it has room for them; a cache made anew holds ``rows`` rows.
     """
     length = max(mask.shape[1], other_mask.shape[1])
     for layer, joining in zip(cache.layers, other.layers, strict=True):
-        layer.append_rows(joining, length)
+        layer.append_rows(joining, length, select, rows)
     return torch.cat([_left_pad_mask(mask, length), _left_pad_mask(other_mask, length)])
 
 

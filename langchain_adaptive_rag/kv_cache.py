@@ -12,6 +12,7 @@ two caches, a trim) leaves the buffer; the next append copies them into a new on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,7 +30,11 @@ ROOM = 64
 class RoomyLayer(DynamicLayer):  # type: ignore[misc]
     """A ``DynamicLayer`` that appends into spare room instead of copying itself.
 
-    ``keys`` and ``values`` are the columns ``start..end`` of the buffers.
+    ``keys`` and ``values`` are rows ``0..rows`` and columns ``start..end`` of the
+    buffers. Columns before ``start`` (dropped padding) and rows after ``rows`` (rows
+    that left, or room made for joining ones) are room too: rows leave by moving the
+    rows after them down, and rows join by writing into that room, so neither copies
+    the rows that stay. Every column a row does not hold is zero.
     """
 
     keys: torch.Tensor
@@ -39,6 +44,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         super().__init__()
         self._key_buffer: torch.Tensor | None = None
         self._value_buffer: torch.Tensor | None = None
+        self._rows = 0
         self._start = 0
         self._end = 0
 
@@ -49,21 +55,43 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             return False
         start = self._start
         return (
-            self.keys.shape[0] == keys.shape[0]
+            self.keys.shape[0] == self._rows
             and self.keys.shape[-2] == self._end - start
             and self.keys.data_ptr() == keys[:, :, start:].data_ptr()
             and self.values.data_ptr() == values[:, :, start:].data_ptr()
         )
 
-    def _set_buffers(self, keys: torch.Tensor, values: torch.Tensor, end: int) -> None:
-        self._key_buffer, self._value_buffer = keys, values
-        self._start, self._end = 0, end
-        self._set_views()
-
     def _set_views(self) -> None:
         assert self._key_buffer is not None and self._value_buffer is not None
-        self.keys = self._key_buffer[:, :, self._start : self._end]
-        self.values = self._value_buffer[:, :, self._start : self._end]
+        rows, start, end = self._rows, self._start, self._end
+        self.keys = self._key_buffer[:rows, :, start:end]
+        self.values = self._value_buffer[:rows, :, start:end]
+
+    def _rebuild(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        rows: int,
+        left: int,
+        right: int | None = None,
+    ) -> None:
+        """Copy ``keys``/``values`` into new zeroed buffers with room.
+
+        Args:
+            keys: The states to hold, ``(r, heads, length, dim)``.
+            values: Their values.
+            rows: Rows of the new buffers (at least ``r``).
+            left: Columns of room before the states.
+            right: Columns of room after them (default ``ROOM``).
+        """
+        held, length = keys.shape[0], keys.shape[-2]
+        width = left + length + (ROOM if right is None else right)
+        self._key_buffer = keys.new_zeros((rows, keys.shape[1], width, keys.shape[-1]))
+        self._value_buffer = values.new_zeros((rows, values.shape[1], width, values.shape[-1]))
+        self._key_buffer[:held, :, left : left + length] = keys
+        self._value_buffer[:held, :, left : left + length] = values
+        self._rows, self._start, self._end = held, left, left + length
+        self._set_views()
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -77,54 +105,105 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             held = self.keys.numel() > 0
             keys = self.keys if held else key_states[:, :, :0]
             values = self.values if held else value_states[:, :, :0]
-            length = keys.shape[-2]
-            key_buffer = keys.new_empty((*keys.shape[:2], length + new + ROOM, keys.shape[-1]))
-            value_buffer = values.new_empty(
-                (*values.shape[:2], length + new + ROOM, values.shape[-1])
-            )
-            key_buffer[:, :, :length] = keys
-            value_buffer[:, :, :length] = values
-            self._set_buffers(key_buffer, value_buffer, length)
+            rows = keys.shape[0]
+            if self._in_buffer() and self._key_buffer is not None:  # keep its rows of room
+                rows = max(rows, self._key_buffer.shape[0])
+            self._rebuild(keys, values, rows, 0, new + ROOM)
         assert self._key_buffer is not None and self._value_buffer is not None
-        self._key_buffer[:, :, self._end : self._end + new] = key_states
-        self._value_buffer[:, :, self._end : self._end + new] = value_states
+        rows, end = self._rows, self._end
+        self._key_buffer[:rows, :, end : end + new] = key_states
+        self._value_buffer[:rows, :, end : end + new] = value_states
         self._end += new
         self._set_views()
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep the rows ``indices`` (their room stays with them)."""
+        """Keep the rows ``indices`` (in that order, repeats allowed), in new buffers."""
         if not self._in_buffer():
             super().batch_select_indices(indices)
             return
         assert self._key_buffer is not None and self._value_buffer is not None
         self._key_buffer = self._key_buffer[indices]
         self._value_buffer = self._value_buffer[indices]
+        self._rows = self._key_buffer.shape[0]
+        self._set_views()
+
+    def keep_rows(self, keep: Sequence[int]) -> None:
+        """Keep the rows ``keep`` (increasing) in place: the rows after a gap move down.
+
+        Only the moved rows' columns in use are copied; the rows freed at the end are
+        zeroed and become room for joining rows.
+        """
+        first = next((i for i, row in enumerate(keep) if row != i), len(keep))
+        if not self._in_buffer() or list(keep) != sorted(set(keep)):
+            self.batch_select_indices(torch.tensor(list(keep), device=self.keys.device))
+            return
+        assert self._key_buffer is not None and self._value_buffer is not None
+        start, end, rows = self._start, self._end, self._rows
+        if first < len(keep):
+            moved = torch.tensor(list(keep[first:]), device=self.keys.device)
+            for buffer in (self._key_buffer, self._value_buffer):
+                live = buffer[:, :, start:end]
+                live[first : len(keep)] = live.index_select(0, moved)
+        for buffer in (self._key_buffer, self._value_buffer):
+            buffer[len(keep) : rows, :, start:end] = 0
+        self._rows = len(keep)
         self._set_views()
 
     def drop_leading(self, count: int) -> None:
         """Forget the first ``count`` columns of every row (without copying)."""
         if self._in_buffer():
+            assert self._key_buffer is not None and self._value_buffer is not None
+            start = self._start
+            for buffer in (self._key_buffer, self._value_buffer):
+                buffer[: self._rows, :, start : start + count] = 0
             self._start += count
             self._set_views()
         else:
             self.keys = self.keys[:, :, count:]
             self.values = self.values[:, :, count:]
 
-    def append_rows(self, other: RoomyLayer, length: int) -> None:
+    def append_rows(
+        self,
+        other: RoomyLayer,
+        length: int,
+        select: Sequence[int] | None = None,
+        rows: int = 0,
+    ) -> None:
         """Append ``other``'s rows after this layer's, both left-padded to ``length``.
 
-        Both are copied once, into new buffers with room.
+        The joining rows are written into this layer's room when it has the rows and
+        the columns for them (only they are copied); otherwise both are copied once,
+        into new buffers with room.
+
+        Args:
+            other: The layer whose rows join (a prefill's).
+            length: Columns of the joint layer (at least either's).
+            select: Rows of ``other`` to append, in order (repeats allowed); default all.
+            rows: Rows the new buffers hold at least, when they are made (room for
+                later joins).
         """
-        mine, theirs = self.keys.shape[0], other.keys.shape[0]
-        shape = (mine + theirs, self.keys.shape[1], length + ROOM, self.keys.shape[-1])
-        keys = self.keys.new_zeros(shape)
-        values = self.values.new_zeros((*shape[:3], self.values.shape[-1]))
-        for rows, source in ((slice(0, mine), self), (slice(mine, mine + theirs), other)):
-            held = source.keys.shape[-2]
-            keys[rows, :, length - held : length] = source.keys
-            values[rows, :, length - held : length] = source.values
-        self._set_buffers(keys, values, length)
+        order = list(range(other.keys.shape[0])) if select is None else list(select)
+        theirs = other.keys.index_select(0, torch.tensor(order, device=other.keys.device))
+        their_values = other.values.index_select(0, torch.tensor(order, device=other.keys.device))
+        mine, held = self.keys.shape[0], self.keys.shape[-2]
+        total = mine + len(order)
+        fits = (
+            self._in_buffer()
+            and self._key_buffer is not None
+            and total <= self._key_buffer.shape[0]
+            and self._end - length >= 0
+        )
+        if not fits:
+            self._rebuild(self.keys, self.values, max(total, rows), max(length - held, 0) + ROOM)
+        assert self._key_buffer is not None and self._value_buffer is not None
+        end = self._end
+        self._start = min(self._start, end - length)  # older columns: zero room
+        width = theirs.shape[-2]
+        self._key_buffer[mine:total, :, end - width : end] = theirs
+        self._value_buffer[mine:total, :, end - width : end] = their_values
+        self._rows = total
+        self._set_views()
 
 
 class RoomyCache(DynamicCache):  # type: ignore[misc]

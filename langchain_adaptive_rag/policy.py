@@ -103,6 +103,11 @@ class GenerationConfig:
                 msg = f"{type(self).__name__}.{name} must be >= 1, got {value}."
                 raise AdaptiveRAGError(msg)
 
+    @property
+    def rows_per_call(self) -> int:
+        """Sequences one model call of the method decodes at most (1: one generation)."""
+        return 1
+
 
 def _check_type(owner: str, name: str, value: object, hint: object) -> None:
     """Fail unless ``value`` is of the annotated type ``hint``, naming the field.

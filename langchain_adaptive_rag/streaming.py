@@ -33,7 +33,9 @@ def token_stream(prompt: str, name: str) -> Iterator[TokenSink | None]:
         name: The run's name (the model's name).
 
     Yields:
-        A sink to pass as ``on_token``, or ``None`` outside a graph run.
+        A sink to pass as ``on_token``, or ``None`` outside a graph run or when no
+        callback handler listens (a concurrent decoding loop then hands the caller no
+        per-token events).
     """
     from langgraph.config import get_config
 
@@ -47,6 +49,9 @@ def token_stream(prompt: str, name: str) -> Iterator[TokenSink | None]:
         inheritable_tags=config.get("tags"),
         inheritable_metadata=config.get("metadata"),
     )
+    if not manager.handlers:  # nobody listens (plain invoke): decode without token events
+        yield None
+        return
     run = manager.on_chat_model_start({"name": name}, [[HumanMessage(content=prompt)]], name=name)[
         0
     ]

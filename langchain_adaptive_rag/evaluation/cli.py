@@ -54,6 +54,7 @@ from langchain_adaptive_rag.evaluation.runner import run_evaluation
 from langchain_adaptive_rag.evaluation.setup import (
     PACKAGE_PROMPTS,
     EvalSetup,
+    batch_rows,
     check_device,
     load_chat_model,
     prepare_evaluation,
@@ -189,6 +190,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) 
     )
     parser.add_argument(
         "--concurrency", type=_positive, default=1, metavar="N", help="questions at once"
+    )
+    parser.add_argument(
+        "--max-batch-rows",
+        type=_positive,
+        metavar="N",
+        help=(
+            "most sequences decoded together (default: room for every concurrent "
+            "question's call, at least 64: --concurrency times the method's sequences per "
+            "call, k + 1 for SeaKR); lower it when the keys and values of that many "
+            "sequences do not fit in memory"
+        ),
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--out", required=True, metavar="DIR", help="run directory")
@@ -364,6 +376,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                 dtype=args.dtype,
                 concurrency=args.concurrency,
                 prefix_cache_mib=args.prefix_cache_mib,
+                max_batch_rows=args.max_batch_rows or batch_rows(setup.config, args.concurrency),
             )
             graph = create_adaptive_rag_graph(
                 model, retriever, setup.method, config=setup.config, prompts=setup.prompts
@@ -446,6 +459,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             concurrency=args.concurrency,
             prefix_cache_mib=args.prefix_cache_mib,
+            max_batch_rows=args.max_batch_rows or batch_rows(setup.config, args.concurrency),
         )
         points = calibrate_threshold(
             setup.method,

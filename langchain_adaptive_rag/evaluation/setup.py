@@ -36,8 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PROMPTS",
+    "MIN_BATCH_ROWS",
     "PACKAGE_PROMPTS",
     "EvalSetup",
+    "batch_rows",
     "check_device",
     "load_chat_model",
     "prepare_evaluation",
@@ -297,6 +299,26 @@ def check_device(device: str | None) -> None:
         raise AdaptiveRAGError(msg)
 
 
+MIN_BATCH_ROWS = 64
+"""The fewest sequences an evaluation's decoding loop makes room for (the model's default)."""
+
+
+def batch_rows(config: GenerationConfig, concurrency: int) -> int:
+    """Sequences a loop decodes together so ``concurrency`` questions' calls all fit.
+
+    Each question has one model call at a time, of ``config.rows_per_call`` sequences
+    (SeaKR: the greedy step and its ``k`` samples); at least :data:`MIN_BATCH_ROWS`.
+
+    Args:
+        config: The method's config.
+        concurrency: Questions answered at once.
+
+    Returns:
+        ``max(MIN_BATCH_ROWS, concurrency * config.rows_per_call)``.
+    """
+    return max(MIN_BATCH_ROWS, concurrency * config.rows_per_call)
+
+
 def load_chat_model(
     model: str,
     *,
@@ -306,6 +328,7 @@ def load_chat_model(
     attn_implementation: Literal["eager", "sdpa"] | None = None,
     max_new_tokens: int | None = None,
     prefix_cache_mib: int = 512,
+    max_batch_rows: int = MIN_BATCH_ROWS,
 ) -> ChatTransformers:
     """Load a model for evaluation: transformers' default kernel (sdpa), completion prompts.
 
@@ -322,6 +345,8 @@ def load_chat_model(
         max_new_tokens: The model's default generation budget (default: its own).
         prefix_cache_mib: Memory for recent prompts' keys and values (0: none; see
             ``ChatTransformers.prefix_cache_mib``).
+        max_batch_rows: Most sequences decoded together (see :func:`batch_rows`: room
+            for every concurrent question's call).
 
     Returns:
         The chat model.
@@ -353,6 +378,7 @@ def load_chat_model(
             dtype=dtype,
             attn_implementation=attn_implementation,
             prefix_cache_mib=prefix_cache_mib,
+            max_batch_rows=max_batch_rows,
             **budget,
         )
     except AdaptiveRAGError:

@@ -183,6 +183,11 @@ class SeaKRConfig(GenerationConfig):
             )
             raise AdaptiveRAGError(msg)
 
+    @property
+    def rows_per_call(self) -> int:
+        """A step's call decodes the greedy step and its ``k`` samples together."""
+        return self.num_samples + 1
+
 
 @dataclass(frozen=True)
 class _Reading:

@@ -13,6 +13,7 @@ from langchain_adaptive_rag.generation import (
     _clip_pieces,
     _longest_stop_prefix,
     _warp,
+    draw_tokens,
 )
 
 
@@ -71,3 +72,57 @@ def test_temperature_scales_logits() -> None:
     warped = _warp(logits, DecodingOptions(do_sample=True, temperature=2.0))
     assert warped.tolist() == [[1.0, 2.0]]
     assert torch.softmax(warped, -1)[0, 1].item() == pytest.approx(1 / (1 + math.exp(-1)), abs=1e-6)
+
+
+def _truncated(seed: int, rows: int, vocab: int) -> torch.Tensor:
+    """Sampling distributions as decoding makes them: softmax after top-k and temperature."""
+    logits = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(seed)) * 3
+    options = DecodingOptions(do_sample=True, temperature=0.7, top_k=5)
+    return torch.softmax(_warp(logits, options), dim=-1)
+
+
+@pytest.mark.parametrize("vocab", [2, 17, 1853])
+def test_draw_tokens_draws_what_multinomial_draws(vocab: int) -> None:
+    probs = _truncated(vocab, rows=6, vocab=vocab)
+    for round_seed in range(20):
+        mine = [torch.Generator().manual_seed(round_seed * 10 + i) for i in range(6)]
+        theirs = [torch.Generator().manual_seed(round_seed * 10 + i) for i in range(6)]
+        for _ in range(3):  # the generators advance alike: later draws agree too
+            expected = [
+                int(torch.multinomial(probs[i], 1, generator=theirs[i]).item()) for i in range(6)
+            ]
+            assert draw_tokens(probs, mine) == expected
+
+
+def test_draw_tokens_never_draws_a_token_of_zero_probability() -> None:
+    probs = _truncated(3, rows=4, vocab=50)
+    generators = [torch.Generator().manual_seed(i) for i in range(4)]
+    for _ in range(200):
+        for row, token in enumerate(draw_tokens(probs, generators)):
+            assert probs[row, token] > 0
+
+
+def test_draw_tokens_rows_are_independent_of_their_neighbours() -> None:
+    probs = _truncated(4, rows=3, vocab=40)
+    together = draw_tokens(probs, [torch.Generator().manual_seed(s) for s in (5, 6, 7)])
+    alone = [
+        draw_tokens(probs[i : i + 1], [torch.Generator().manual_seed(5 + i)])[0] for i in range(3)
+    ]
+    assert together == alone
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -0.5])
+def test_draw_tokens_rejects_rows_that_are_not_distributions(bad: float) -> None:
+    probs = torch.full((3, 4), 0.25)
+    probs[1, 2] = bad
+    generators = [torch.Generator().manual_seed(i) for i in range(3)]
+    with pytest.raises(AdaptiveRAGError, match=r"Cannot sample rows \[1\]"):
+        draw_tokens(probs, generators)
+
+
+def test_draw_tokens_rejects_an_all_zero_row_and_a_generator_count_mismatch() -> None:
+    probs = torch.tensor([[0.0, 0.0], [0.5, 0.5]])
+    with pytest.raises(AdaptiveRAGError, match=r"rows \[0\]"):
+        draw_tokens(probs, [torch.Generator(), torch.Generator()])
+    with pytest.raises(AdaptiveRAGError, match="2 rows and 1 generators"):
+        draw_tokens(probs, [torch.Generator()])

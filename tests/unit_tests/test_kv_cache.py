@@ -97,3 +97,86 @@ def test_a_roomy_cache_and_the_plain_layer_checks() -> None:
     llama = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))
     mistral = SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=16))
     assert plain_model_cache(llama) and not plain_model_cache(mistral)  # type: ignore[arg-type]
+
+
+def padded(rows: torch.Tensor, length: int) -> torch.Tensor:
+    """``rows`` left-padded with zero columns to ``length``."""
+    missing = length - rows.shape[-2]
+    return torch.cat([rows.new_zeros((*rows.shape[:2], missing, rows.shape[-1])), rows], dim=2)
+
+
+def test_rows_leave_in_place_and_read_like_a_dynamic_layer() -> None:
+    roomy, plain = RoomyLayer(), DynamicLayer()
+    prompt = states(5, 4, 0)
+    for layer in (roomy, plain):
+        layer.update(prompt, -prompt)
+    buffer = roomy.keys.data_ptr()
+    roomy.keep_rows([0, 2, 3])
+    plain.batch_select_indices(torch.tensor([0, 2, 3]))
+    assert torch.equal(roomy.keys, plain.keys) and torch.equal(roomy.values, plain.values)
+    assert roomy.keys.data_ptr() == buffer  # no new buffer: rows 2 and 3 moved down
+    assert roomy._key_buffer is not None and not roomy._key_buffer[3:].any()  # freed: zero
+    token = states(3, 1, 700)
+    keys, values = roomy.update(token, -token)
+    plain.update(token, -token)
+    assert torch.equal(keys, plain.keys) and torch.equal(values, plain.values)
+    assert roomy.keys.data_ptr() == buffer
+
+
+def test_rows_kept_out_of_order_or_repeated_are_gathered() -> None:
+    roomy, plain = RoomyLayer(), DynamicLayer()
+    prompt = states(3, 2, 0)
+    for layer in (roomy, plain):
+        layer.update(prompt, -prompt)
+    roomy.keep_rows([2, 0, 0])
+    plain.batch_select_indices(torch.tensor([2, 0, 0]))
+    assert torch.equal(roomy.keys, plain.keys) and torch.equal(roomy.values, plain.values)
+
+
+def test_joining_rows_fill_the_room_of_rows_that_left() -> None:
+    roomy, other = RoomyLayer(), RoomyLayer()
+    held = states(4, 5, 0)
+    roomy.update(held, -held)
+    roomy.keep_rows([1, 3])
+    buffer = roomy.keys.data_ptr()
+    joining = states(2, 3, 500)
+    other.update(joining, -joining)
+    roomy.append_rows(other, 5, select=[1, 0])  # narrower rows, in another order
+    expected = torch.cat([held[[1, 3]], padded(joining[[1, 0]], 5)])
+    assert torch.equal(roomy.keys, expected) and torch.equal(roomy.values, -expected)
+    assert roomy.keys.data_ptr() == buffer
+
+
+def test_wider_joining_rows_take_the_columns_of_dropped_padding() -> None:
+    roomy, other = RoomyLayer(), RoomyLayer()
+    held = states(3, 6, 0)
+    roomy.update(held, -held)
+    roomy.keep_rows([0, 1])
+    roomy.drop_leading(3)  # columns 0..2 are zeroed room now
+    joining = states(1, 5, 900)
+    other.update(joining, -joining)
+    buffer = roomy._key_buffer
+    roomy.append_rows(other, 5)
+    expected = torch.cat([padded(held[:2, :, 3:], 5), joining])
+    assert torch.equal(roomy.keys, expected) and torch.equal(roomy.values, -expected)
+    assert roomy._key_buffer is buffer  # written into the room, nothing else copied
+
+
+def test_a_join_without_room_makes_buffers_with_the_rows_asked_for() -> None:
+    roomy, other, late = RoomyLayer(), RoomyLayer(), RoomyLayer()
+    held = states(1, 2, 0)
+    roomy.update(held, -held)
+    joining = states(2, 4, 50)
+    other.update(joining, -joining)
+    roomy.append_rows(other, 4, rows=8)
+    assert roomy._key_buffer is not None and roomy._key_buffer.shape[0] == 8
+    assert torch.equal(roomy.keys, torch.cat([padded(held, 4), joining]))
+    buffer = roomy._key_buffer
+    last = states(1, 4, 300)
+    late.update(last, -last)
+    roomy.append_rows(late, 4)  # the room made for it: no copy
+    assert roomy._key_buffer is buffer
+    assert torch.equal(roomy.keys, torch.cat([padded(held, 4), joining, last]))
+    token = states(4, 1, 990)
+    keys, _ = roomy.update(token, token)
+    assert torch.equal(keys[:, :, -1:], token) and roomy._key_buffer is buffer
