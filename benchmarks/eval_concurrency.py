@@ -26,8 +26,8 @@ import torch
 
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method
-from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.evaluation.results import read_results
+from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
 from langchain_adaptive_rag.kv_cache import RoomyCache
 from langchain_adaptive_rag.toyworld import (

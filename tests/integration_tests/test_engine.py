@@ -417,3 +417,20 @@ def test_close_during_a_batch_ends_the_worker_once_the_batch_is_done(llama_dir: 
         assert running.result()[0].num_tokens > 0
     assert not worker.is_alive() and time.monotonic() - start < 30.0
     engine.close()
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_a_streaming_caller_gets_its_first_samples_events_only(
+    llama_dir: Path, batching: bool
+) -> None:
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=batching)
+    options = {"max_new_tokens": 6, "n": 3, "do_sample": True, "seed": 5, "include_greedy": True}
+    events: list[generation.TokenEvent] = []
+    traces = chat.generate_trace(
+        PROMPTS[0], **trace_options(chat, on_token=events.append, **options)
+    )
+    assert len(traces) == 4 and events
+    assert {e.sample for e in events} == {0}
+    assert [e.token_id for e in events] == [int(t) for t in traces[0].token_ids]
+    plain = chat.generate_trace(PROMPTS[0], **trace_options(chat, **options))
+    assert_same(plain, traces)  # streaming or not, the same traces

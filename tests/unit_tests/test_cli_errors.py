@@ -17,6 +17,9 @@ from langchain_adaptive_rag import commands as top_cli
 from langchain_adaptive_rag.cli import main
 from langchain_adaptive_rag.evaluation import cli as eval_cli
 from langchain_adaptive_rag.evaluation.run_lock import RunDirLock
+from langchain_adaptive_rag.evaluation.setup import batch_rows
+from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.testing import FakeTraceModel
 
 HOTPOT = [
@@ -335,3 +338,42 @@ def test_a_negative_prefix_cache_budget_is_refused(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--prefix-cache-mib" in err and "received '-5'; expected an integer >= 0" in err
+
+
+# --------------------------------------------------------------------------------------
+# The loop's room for sequences: every concurrent question's call by default
+
+
+def test_batch_rows_make_room_for_every_concurrent_call() -> None:
+    assert batch_rows(SeaKRConfig(num_samples=8), 8) == 72  # eight calls of k + 1 = 9
+    assert batch_rows(SeaKRConfig(num_samples=20), 1) == 64  # never under the default
+    assert batch_rows(DRAGINConfig(), 8) == 64
+    assert batch_rows(DRAGINConfig(), 100) == 100
+
+
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_max_batch_rows_reach_the_model(
+    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    rows: list[object] = []
+
+    def scripted(model: str, **options: object) -> FakeTraceModel:
+        rows.append(options["max_batch_rows"])
+        return FakeTraceModel([" So the answer is Oslo."] * 8)
+
+    monkeypatch.setattr(eval_cli, "load_chat_model", scripted)
+    argv = eval_argv(data, tmp_path / "a", "--concurrency", "100", command=command)
+    assert main(argv) == 0
+    argv = eval_argv(data, tmp_path / "b", "--max-batch-rows", "8", command=command)
+    assert main(argv) == 0
+    assert rows == [100, 8]
+
+
+def test_a_zero_max_batch_rows_is_refused(
+    tmp_path: Path, data: Path, no_model: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(eval_argv(data, tmp_path / "out", "--max-batch-rows", "0"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--max-batch-rows" in err and "received '0'; expected an integer >= 1" in err
