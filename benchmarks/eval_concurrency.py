@@ -1,11 +1,11 @@
 """Evaluation throughput: ``--concurrency 8`` against 1 on the toy world, same results.
 
-Each method answers the same toy test questions twice through the evaluation runner
+Each method answers the same toy test questions through the evaluation runner
 (``evaluate_method``), with the shipped toy model, BM25 top 3 and the toy configs: once
 one question at a time, once eight at a time, whose model calls join one batched decoding
-loop (``ChatTransformers`` decodes concurrent calls together). Printed per method:
-questions per second both ways, the ratio, how many requests the batches held, and
-whether the two results files agree (answers, texts, retrieval queries and documents,
+loop (``ChatTransformers`` decodes concurrent calls together), ``--rounds`` times each,
+alternately. Printed per method: questions per second both ways (median of the rounds),
+the ratio, how many requests the batches held, and whether every results file agrees (answers, texts, retrieval queries and documents,
 counts) question by question; then what one decoding step costs per row at 1, 9 and
 ``--max-batch-rows`` rows, the ceiling of what batching can give.
 
@@ -17,6 +17,7 @@ Run: ``python benchmarks/eval_concurrency.py [--questions 48] [--methods flare,d
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -94,6 +95,9 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(
+        "--rounds", type=int, default=1, help="runs at each concurrency, alternately (median)"
+    )
+    parser.add_argument(
         "--max-batch-rows",
         type=int,
         default=None,
@@ -136,10 +140,14 @@ def main() -> None:
                     concurrency=concurrency,
                     progress=False,
                 )
-            rates, records = [], []
+            seconds_at: dict[int, list[float]] = {1: [], args.concurrency: []}
+            same = True
+            records: dict[int, dict[str, dict[str, object]]] = {}
             loops = requests = 0
-            for concurrency in (1, args.concurrency):
-                out = Path(tmp) / f"{method}-{concurrency}"
+            for round_, concurrency in itertools.product(
+                range(args.rounds), (1, args.concurrency)
+            ):  # alternately, so a slow spell of the machine hits both
+                out = Path(tmp) / f"{method}-{concurrency}-{round_}"
                 engine = model.engine
                 before = _counts(engine)
                 start = time.perf_counter()
@@ -155,13 +163,15 @@ def main() -> None:
                     concurrency=concurrency,
                     progress=False,
                 )
-                seconds = time.perf_counter() - start
-                totals[len(rates)] += seconds
-                rates.append(len(test) / seconds)
-                records.append({str(r["id"]): _comparable(r) for r in read_results(out)})
+                seconds_at[concurrency].append(time.perf_counter() - start)
+                got = {str(r["id"]): _comparable(r) for r in read_results(out)}
+                same = records.setdefault(1, got) == got and same
                 after = _counts(model.engine)
-                loops, requests = after[0] - before[0], after[1] - before[1]
-            same = records[0] == records[1]
+                if concurrency > 1:
+                    loops, requests = after[0] - before[0], after[1] - before[1]
+            rates = [len(test) / statistics.median(seconds_at[c]) for c in (1, args.concurrency)]
+            for i, c in enumerate((1, args.concurrency)):
+                totals[i] += statistics.median(seconds_at[c])
             ratio = rates[1] / rates[0]
             ratios.append(ratio)
             print(

@@ -32,6 +32,7 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.evaluation import evaluate_method
 from langchain_adaptive_rag.evaluation.results import read_results
+from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import display_name
 from langchain_adaptive_rag.toyworld import (
@@ -108,6 +109,7 @@ def main() -> None:
                         use_chat_template=False,
                         batch_concurrent_calls=True,
                         prefix_cache_mib=budget,
+                        max_batch_rows=batch_rows(TOY_CONFIGS[method], concurrency),
                     )
                     out = Path(tmp) / f"{method}-{concurrency}-{budget}"
                     evaluate_method(

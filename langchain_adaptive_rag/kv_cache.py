@@ -180,8 +180,9 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             other: The layer whose rows join (a prefill's).
             length: Columns of the joint layer (at least either's).
             select: Rows of ``other`` to append, in order (repeats allowed); default all.
-            rows: Rows the new buffers hold at least, when they are made (room for
-                later joins).
+            rows: The most rows the layer is to hold (the loop's ``max_batch_rows``):
+                new buffers, when they are made, have room for up to twice the rows
+                they hold, but not past this, so later joins write into them.
         """
         order = list(range(other.keys.shape[0])) if select is None else list(select)
         theirs = other.keys.index_select(0, torch.tensor(order, device=other.keys.device))
@@ -195,7 +196,8 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             and self._end - length >= 0
         )
         if not fits:
-            self._rebuild(self.keys, self.values, max(total, rows), max(length - held, 0) + ROOM)
+            room = min(max(total, rows), 2 * total)  # grows by doubling, up to ``rows``
+            self._rebuild(self.keys, self.values, room, max(length - held, 0) + ROOM)
         assert self._key_buffer is not None and self._value_buffer is not None
         end = self._end
         self._start = min(self._start, end - length)  # older columns: zero room

@@ -314,3 +314,21 @@ def test_retrieved_ids_fall_back_to_metadata_then_position() -> None:
         model, MetadataIdRetriever(), config=GenerationConfig(), prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     assert result["retrievals"][0]["doc_ids"] == ["p0", "result-1"]
+
+
+def test_generations_stream_tokens_only_when_a_callback_handler_listens() -> None:
+    from typing import Any
+
+    class Recording(FakeTraceModel):
+        def generate_trace(self, *args: Any, **kwargs: Any) -> Any:
+            listened.append(kwargs.get("on_token") is not None)
+            return super().generate_trace(*args, **kwargs)
+
+    listened: list[bool] = []
+    model = Recording([" Anna Berg was born in 1931.", " So the answer is 1931."] * 2)
+    graph = create_fix_sentence_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
+    graph.invoke({"question": QUESTION})  # nobody listens: no per-token events
+    assert listened and not any(listened)
+    listened.clear()
+    list(graph.stream({"question": QUESTION}, stream_mode="messages"))
+    assert listened and all(listened)

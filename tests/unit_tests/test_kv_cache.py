@@ -162,14 +162,14 @@ def test_wider_joining_rows_take_the_columns_of_dropped_padding() -> None:
     assert roomy._key_buffer is buffer  # written into the room, nothing else copied
 
 
-def test_a_join_without_room_makes_buffers_with_the_rows_asked_for() -> None:
+def test_a_join_without_room_makes_buffers_with_room_for_more_rows() -> None:
     roomy, other, late = RoomyLayer(), RoomyLayer(), RoomyLayer()
     held = states(1, 2, 0)
     roomy.update(held, -held)
     joining = states(2, 4, 50)
     other.update(joining, -joining)
     roomy.append_rows(other, 4, rows=8)
-    assert roomy._key_buffer is not None and roomy._key_buffer.shape[0] == 8
+    assert roomy._key_buffer is not None and roomy._key_buffer.shape[0] == 6  # 2 x 3 held
     assert torch.equal(roomy.keys, torch.cat([padded(held, 4), joining]))
     buffer = roomy._key_buffer
     last = states(1, 4, 300)
@@ -180,3 +180,15 @@ def test_a_join_without_room_makes_buffers_with_the_rows_asked_for() -> None:
     token = states(4, 1, 990)
     keys, _ = roomy.update(token, token)
     assert torch.equal(keys[:, :, -1:], token) and roomy._key_buffer is buffer
+
+
+def test_room_for_rows_stops_at_the_most_rows_asked_for() -> None:
+    roomy, other = RoomyLayer(), RoomyLayer()
+    roomy.update(states(2, 2, 0), states(2, 2, 0))
+    other.update(states(2, 2, 50), states(2, 2, 50))
+    roomy.append_rows(other, 2, rows=5)
+    assert roomy._key_buffer is not None and roomy._key_buffer.shape[0] == 5
+    without = RoomyLayer()
+    without.update(states(2, 2, 0), states(2, 2, 0))
+    without.append_rows(other, 2)  # no most rows given: exactly the rows held
+    assert without._key_buffer is not None and without._key_buffer.shape[0] == 4
