@@ -5,11 +5,13 @@ Each method answers the same toy test questions through the evaluation runner
 one question at a time, once eight at a time, whose model calls join one batched decoding
 loop (``ChatTransformers`` decodes concurrent calls together), ``--rounds`` times each,
 alternately. Printed per method: questions per second both ways (median of the rounds),
-the ratio, how many requests the batches held, and whether every results file agrees (answers, texts, retrieval queries and documents,
-counts) question by question; then what one decoding step costs per row at 1, 9 and
-``--max-batch-rows`` rows, the ceiling of what batching can give.
+the ratio, how many requests the batches held, and whether every results file agrees
+(answers, texts, retrieval queries and documents, counts) question by question; then
+what one decoding step costs per row at 1, 9 and ``--max-batch-rows`` rows, the ceiling
+of what batching can give.
 
-Run: ``python benchmarks/eval_concurrency.py [--questions 48] [--methods flare,dragin]``
+Run: ``python benchmarks/eval_concurrency.py [--questions 48] [--rounds 3]
+[--methods flare,dragin]``
 (8 dev questions are run first at both settings, untimed)
 (``--device cuda`` on a GPU). Target: concurrency 8 >= 3x the questions per second.
 """

@@ -1016,7 +1016,7 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
     a row.
 
     Args:
-        probs: ``(rows, vocab)`` probabilities (non-negative, each row summing above 0).
+        probs: ``(rows, vocab)`` probabilities (a softmax: no negative entries).
         generators: One generator per row, on ``probs``' device; each advances as one
             ``torch.multinomial`` call would advance it.
 
@@ -1024,8 +1024,8 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
         The drawn token of each row.
 
     Raises:
-        AdaptiveRAGError: A row is not a distribution (NaN, infinite or negative
-            entries, or all zero), as the model's logits were.
+        AdaptiveRAGError: A row is not a distribution (NaN or infinite entries, or all
+            zero): the model's logits were not finite.
     """
     if probs.shape[0] != len(generators):
         msg = f"draw_tokens got {probs.shape[0]} rows and {len(generators)} generators."
@@ -1033,18 +1033,19 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
     noise = torch.empty_like(probs)
     for row, generator in zip(noise, generators, strict=True):
         row.exponential_(1.0, generator=generator)
-    valid = ((probs >= 0) & (probs < math.inf)).all(dim=-1) & (probs.sum(dim=-1) > 0)
-    tokens, ok = torch.stack([(probs / noise).argmax(dim=-1), valid.long()]).tolist()
+    best, tokens = (probs / noise).max(dim=-1)  # the first maximum, as argmax gives it
+    valid = torch.isfinite(best) & (best > 0)  # NaN or inf in the row, or all zero: not
+    drawn, ok = torch.stack([tokens, valid.long()]).tolist()
     if not all(ok):
         bad = [i for i, flag in enumerate(ok) if not flag]
         msg = (
-            f"Cannot sample rows {bad}: their probabilities hold NaN, infinite or negative "
-            "values or are all zero (the model's logits were not finite). Expected finite "
+            f"Cannot sample rows {bad}: their probabilities hold NaN or infinite values or "
+            "are all zero (the model's logits were not finite). Expected finite "
             "logits; check the model's weights and dtype (float16 overflows on some models: "
             "load it with dtype='bfloat16' or 'float32')."
         )
         raise AdaptiveRAGError(msg)
-    return [int(t) for t in tokens]
+    return [int(t) for t in drawn]
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: object) -> list[int]:
