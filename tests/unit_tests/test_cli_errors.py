@@ -314,30 +314,56 @@ def test_a_file_the_system_refuses_is_one_line_and_status_1(
 
 
 @pytest.mark.parametrize("command", ["eval", "calibrate"])
-def test_prefix_cache_budget_is_passed_to_the_model(
-    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch, command: str
+@pytest.mark.parametrize(
+    ("option", "keyword", "first_run", "default", "value"),
+    [
+        # the prefix cache's budget: 512 MiB unless told
+        ("--prefix-cache-mib", "prefix_cache_mib", [], 512, 0),
+        # room for every concurrent question's call (100 calls of one sequence) unless told
+        ("--max-batch-rows", "max_batch_rows", ["--concurrency", "100"], 100, 8),
+    ],
+)
+def test_model_options_reach_the_loader(
+    tmp_path: Path,
+    data: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    option: str,
+    keyword: str,
+    first_run: list[str],
+    default: int,
+    value: int,
 ) -> None:
-    budgets: list[object] = []
+    seen: list[object] = []
 
     def scripted(model: str, **options: object) -> FakeTraceModel:
-        budgets.append(options["prefix_cache_mib"])
+        seen.append(options[keyword])
         return FakeTraceModel([" So the answer is Oslo."] * 8)
 
     monkeypatch.setattr(eval_cli, "load_chat_model", scripted)
-    assert main(eval_argv(data, tmp_path / "a", command=command)) == 0
-    argv = eval_argv(data, tmp_path / "b", "--prefix-cache-mib", "0", command=command)
-    assert main(argv) == 0
-    assert budgets == [512, 0]
+    assert main(eval_argv(data, tmp_path / "a", *first_run, command=command)) == 0
+    assert main(eval_argv(data, tmp_path / "b", option, str(value), command=command)) == 0
+    assert seen == [default, value]
 
 
-def test_a_negative_prefix_cache_budget_is_refused(
-    tmp_path: Path, data: Path, no_model: None, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [("--prefix-cache-mib", "-5", "an integer >= 0"), ("--max-batch-rows", "0", "an integer >= 1")],
+)
+def test_a_model_option_out_of_range_is_refused(
+    tmp_path: Path,
+    data: Path,
+    no_model: None,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    value: str,
+    expected: str,
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(eval_argv(data, tmp_path / "out", "--prefix-cache-mib", "-5"))
+        main(eval_argv(data, tmp_path / "out", option, value))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "--prefix-cache-mib" in err and "received '-5'; expected an integer >= 0" in err
+    assert option in err and f"received {value!r}; expected {expected}" in err
 
 
 # --------------------------------------------------------------------------------------
@@ -349,31 +375,3 @@ def test_batch_rows_make_room_for_every_concurrent_call() -> None:
     assert batch_rows(SeaKRConfig(num_samples=20), 1) == 64  # never under the default
     assert batch_rows(DRAGINConfig(), 8) == 64
     assert batch_rows(DRAGINConfig(), 100) == 100
-
-
-@pytest.mark.parametrize("command", ["eval", "calibrate"])
-def test_max_batch_rows_reach_the_model(
-    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch, command: str
-) -> None:
-    rows: list[object] = []
-
-    def scripted(model: str, **options: object) -> FakeTraceModel:
-        rows.append(options["max_batch_rows"])
-        return FakeTraceModel([" So the answer is Oslo."] * 8)
-
-    monkeypatch.setattr(eval_cli, "load_chat_model", scripted)
-    argv = eval_argv(data, tmp_path / "a", "--concurrency", "100", command=command)
-    assert main(argv) == 0
-    argv = eval_argv(data, tmp_path / "b", "--max-batch-rows", "8", command=command)
-    assert main(argv) == 0
-    assert rows == [100, 8]
-
-
-def test_a_zero_max_batch_rows_is_refused(
-    tmp_path: Path, data: Path, no_model: None, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(eval_argv(data, tmp_path / "out", "--max-batch-rows", "0"))
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "--max-batch-rows" in err and "received '0'; expected an integer >= 1" in err
