@@ -1293,8 +1293,7 @@ class _BatchLoop:
             if len(keep) < len(self.rows):  # finished samples leave the batch
                 kept = torch.tensor(keep, device=self.device)
                 if self._joinable():  # the rows after each gap move down, in place
-                    for layer in self.cache.layers:
-                        layer.keep_rows(keep)
+                    self.cache.keep_rows(keep)
                 else:
                     self.cache.batch_select_indices(kept)
                 self.mask = self.mask[kept]
@@ -1476,8 +1475,9 @@ def _join_caches(
     cache's room when it has room for them; a cache made anew holds ``rows`` rows.
     """
     length = max(mask.shape[1], other_mask.shape[1])
+    index = torch.tensor(list(select), device=other_mask.device)  # made once, for every layer
     for layer, joining in zip(cache.layers, other.layers, strict=True):
-        layer.append_rows(joining, length, select, rows)
+        layer.append_rows(joining, length, select, rows, index)
     return torch.cat([_left_pad_mask(mask, length), _left_pad_mask(other_mask, length)])
 
 

@@ -12,6 +12,7 @@ two caches, a trim) leaves the buffer; the next append copies them into a new on
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -128,20 +129,31 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self._rows = self._key_buffer.shape[0]
         self._set_views()
 
-    def keep_rows(self, keep: Sequence[int]) -> None:
-        """Keep the rows ``keep`` (increasing) in place: the rows after a gap move down.
+    def keep_rows(self, keep: Sequence[int], index: torch.Tensor | None = None) -> None:
+        """Keep the rows ``keep`` in place: the rows after a gap move down.
 
         Only the moved rows' columns in use are copied; the rows freed at the end are
-        zeroed and become room for joining rows.
+        zeroed and become room for joining rows. Rows out of order or repeated are
+        gathered into new buffers instead.
+
+        Args:
+            keep: The rows to keep.
+            index: ``keep`` as a tensor on the cache's device, when the caller made it
+                once for every layer (then ``keep`` must be increasing).
         """
-        first = next((i for i, row in enumerate(keep) if row != i), len(keep))
-        if not self._in_buffer() or list(keep) != sorted(set(keep)):
-            self.batch_select_indices(torch.tensor(list(keep), device=self.keys.device))
+        if index is None:
+            if not _increasing(keep):
+                self.batch_select_indices(torch.tensor(list(keep), device=self.keys.device))
+                return
+            index = torch.tensor(list(keep), device=self.keys.device)
+        if not self._in_buffer():
+            self.batch_select_indices(index)
             return
         assert self._key_buffer is not None and self._value_buffer is not None
         start, end, rows = self._start, self._end, self._rows
+        first = next((i for i, row in enumerate(keep) if row != i), len(keep))
         if first < len(keep):
-            moved = torch.tensor(list(keep[first:]), device=self.keys.device)
+            moved = index[first:]
             for buffer in (self._key_buffer, self._value_buffer):
                 live = buffer[:, :, start:end]
                 live[first : len(keep)] = live.index_select(0, moved)
@@ -169,6 +181,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         length: int,
         select: Sequence[int] | None = None,
         rows: int = 0,
+        index: torch.Tensor | None = None,
     ) -> None:
         """Append ``other``'s rows after this layer's, both left-padded to ``length``.
 
@@ -183,10 +196,14 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             rows: The most rows the layer is to hold (the loop's ``max_batch_rows``):
                 new buffers, when they are made, have room for up to twice the rows
                 they hold, but not past this, so later joins write into them.
+            index: ``select`` as a tensor on the cache's device, when the caller made it
+                once for every layer.
         """
         order = list(range(other.keys.shape[0])) if select is None else list(select)
-        theirs = other.keys.index_select(0, torch.tensor(order, device=other.keys.device))
-        their_values = other.values.index_select(0, torch.tensor(order, device=other.keys.device))
+        if index is None:
+            index = torch.tensor(order, device=other.keys.device)
+        theirs = other.keys.index_select(0, index)
+        their_values = other.values.index_select(0, index)
         mine, held = self.keys.shape[0], self.keys.shape[-2]
         total = mine + len(order)
         fits = (
@@ -213,6 +230,24 @@ class RoomyCache(DynamicCache):  # type: ignore[misc]
 
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=RoomyLayer)
+
+    def keep_rows(self, keep: Sequence[int]) -> None:
+        """Keep the rows ``keep`` in every layer (see :meth:`RoomyLayer.keep_rows`).
+
+        The order is checked and the index made once for all layers.
+        """
+        device = self.layers[0].keys.device
+        index = torch.tensor(list(keep), device=device)
+        if not _increasing(keep):
+            self.batch_select_indices(index)
+            return
+        for layer in self.layers:
+            layer.keep_rows(keep, index)
+
+
+def _increasing(rows: Sequence[int]) -> bool:
+    """Whether ``rows`` are strictly increasing (each row kept once, in order)."""
+    return all(a < b for a, b in itertools.pairwise(rows))
 
 
 def is_roomy(cache: Any) -> bool:

@@ -192,3 +192,21 @@ def test_room_for_rows_stops_at_the_most_rows_asked_for() -> None:
     without.update(states(2, 2, 0), states(2, 2, 0))
     without.append_rows(other, 2)  # no most rows given: exactly the rows held
     assert without._key_buffer is not None and without._key_buffer.shape[0] == 4
+
+
+def test_a_roomy_cache_keeps_rows_in_place_in_every_layer() -> None:
+    cache, plain = RoomyCache(), DynamicCache()
+    for index in range(2):
+        prompt = states(4, 3, 100 * index)
+        cache.update(prompt, -prompt, index)
+        plain.update(prompt, -prompt, index)
+    buffers = [layer.keys.data_ptr() for layer in cache.layers]
+    cache.keep_rows([1, 3])
+    plain.batch_select_indices(torch.tensor([1, 3]))
+    for mine, theirs in zip(cache.layers, plain.layers, strict=True):
+        assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+    assert [layer.keys.data_ptr() for layer in cache.layers] == buffers
+    cache.keep_rows([1, 0])  # out of order: gathered
+    plain.batch_select_indices(torch.tensor([1, 0]))
+    for mine, theirs in zip(cache.layers, plain.layers, strict=True):
+        assert torch.equal(mine.keys, theirs.keys)
