@@ -22,7 +22,13 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CAPTURE_IMPLEMENTATION", "RowSink", "attention_rows", "route_to_capture"]
+__all__ = [
+    "CAPTURE_IMPLEMENTATION",
+    "RowSink",
+    "attention_rows",
+    "route_to_capture",
+    "visible_keys",
+]
 
 CAPTURE_IMPLEMENTATION = "langchain_adaptive_rag_rows"
 """Name under which :func:`capture_attention_forward` is registered in transformers'
@@ -44,7 +50,7 @@ class RowSink:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _visible(
+def visible_keys(
     attention_mask: torch.Tensor | None,
     batch: int,
     queries: int,
@@ -105,7 +111,7 @@ def attention_rows(
     keys = k.shape[2]
     window_cuts = sliding_window is not None and sliding_window < keys
     if attention_mask is not None or window_cuts or queries > 1:  # else every key is seen
-        visible = _visible(attention_mask, batch, queries, keys, sliding_window, q.device)
+        visible = visible_keys(attention_mask, batch, queries, keys, sliding_window, q.device)
         scores = scores.masked_fill(~visible, float("-inf"))
     return torch.softmax(scores, dim=-1)
 

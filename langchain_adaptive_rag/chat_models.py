@@ -266,6 +266,13 @@ class ChatTransformers(BaseChatModel):
     """Memory (MiB) for the keys and values of recent prompts: a prompt that starts like
     a stored one (few-shot exemplars, a continuation of the previous call) prefills only
     the tokens after the shared prefix (see :attr:`prefix_cache`). ``0`` turns it off."""
+    share_prompts: bool = True
+    """Let the samples of one call (SeaKR's greedy step and its ``k`` samples) attend to
+    one copy of their prompt's keys and values instead of a copy each: ``k + 1`` times
+    less memory for the prompt and less attention time. Outputs equal those of copies
+    (greedy tokens identical, signals within 1e-4); loops that capture attention rows and
+    models with sliding-window or hybrid caches keep a copy per sample. Set it before
+    the first call."""
     timeout: float | None = Field(default=None, alias="request_timeout")
     """Accepted for LangChain's standard chat-model parameters and ignored: a local model
     makes no network request to time out (a generation is bounded by ``max_new_tokens``)."""
@@ -445,6 +452,7 @@ class ChatTransformers(BaseChatModel):
                     self._lock,
                     max_batch_rows=self.max_batch_rows,
                     prefix_cache=self.prefix_cache,
+                    share_prompts=self.share_prompts,
                 )
             return self._engine
 
@@ -588,7 +596,10 @@ class ChatTransformers(BaseChatModel):
         if not self.batching:
             with self._lock:
                 for _, event in decode_together(
-                    self._hf_model, [decoder], prefix_cache=self.prefix_cache
+                    self._hf_model,
+                    [decoder],
+                    prefix_cache=self.prefix_cache,
+                    share_prompts=self.share_prompts,
                 ):
                     if event is not None and stream and event.sample == 0:
                         yield event

@@ -131,6 +131,8 @@ class DecodeEngine:
             others to arrive before it starts a batch.
         linger_seconds: How long the model's thread waits for work before it ends.
         prefix_cache: Stored prompt prefixes the loops' prefills start from.
+        share_prompts: Let a call's samples read one copy of its prompt (see
+            :func:`~langchain_adaptive_rag.generation.decode_together`).
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class DecodeEngine:
         gather_seconds: float = 0.002,
         linger_seconds: float = 0.5,
         prefix_cache: PrefixCache | None = None,
+        share_prompts: bool = True,
     ) -> None:
         if max_batch_rows < 1:
             msg = f"max_batch_rows must be >= 1, got {max_batch_rows}."
@@ -152,6 +155,7 @@ class DecodeEngine:
         self.gather_seconds = gather_seconds
         self.linger_seconds = linger_seconds
         self.prefix_cache = prefix_cache
+        self.share_prompts = share_prompts
         self._pending: list[_Ticket] = []
         self._side: list[_SideJob[object]] = []
         self._looping = False
@@ -372,6 +376,7 @@ class DecodeEngine:
                     between=self._run_side_jobs,
                     prefix_cache=self.prefix_cache,
                     max_rows=self.max_batch_rows,
+                    share_prompts=self.share_prompts,
                 )
                 previous: _Ticket | None = None
                 for index, event in stream:

@@ -36,9 +36,11 @@ from langchain_adaptive_rag.errors import (
 from langchain_adaptive_rag.kv_cache import (
     RoomyCache,
     is_roomy,
+    join_rows,
     plain_model_cache,
 )
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
+from langchain_adaptive_rag.shared_prompts import SharedPrompts
 
 __all__ = [
     "AttentionCapture",
@@ -62,6 +64,7 @@ __all__ = [
     "hidden_module",
     "next_piece",
     "prefill_groups",
+    "sharing_modules",
     "token_pieces",
 ]
 
@@ -538,6 +541,10 @@ class StepLogits:
     argmax_logprob: list[float]
     """Its log-probability under the raw distribution."""
 
+    def of_rows(self, rows: Sequence[int]) -> tuple[list[float], list[int]]:
+        """The raw entropies and most likely tokens of ``rows``."""
+        return [self.entropy[i] for i in rows], [self.argmax[i] for i in rows]
+
     @classmethod
     def of(cls, logits: torch.Tensor) -> StepLogits:
         """Compute the shared values for a ``(rows, vocab)`` logits tensor at once."""
@@ -571,17 +578,29 @@ class _Distribution:
     """Each row's most likely token (after the EOS mask, before temperature)."""
 
     @classmethod
-    def of(cls, logits: torch.Tensor, raw: torch.Tensor, options: DecodingOptions) -> _Distribution:
-        """The distribution of ``logits`` (EOS mask applied), with their raw log-softmax."""
+    def of(
+        cls,
+        logits: torch.Tensor,
+        raw: torch.Tensor,
+        options: DecodingOptions,
+        step: tuple[list[float], list[int]] | None = None,
+    ) -> _Distribution:
+        """The distribution of ``logits`` (EOS mask applied), with their raw log-softmax.
+
+        ``step``: the rows' raw entropies and most likely tokens, when the step computed
+        them for these very logits (no EOS mask): they are not computed again.
+        """
         sampled = _warp(logits, options) if options.sampling else logits
         signal_logp = raw
+        entropies, greedy = step if step is not None else (None, None)
         if options.signal_distribution == "processed":
             signal_logp = torch.log_softmax(sampled, dim=-1)
+            entropies = None
         return cls(
             probs=torch.softmax(sampled, dim=-1),
             signal_logp=signal_logp,
-            entropies=_entropy(signal_logp).tolist(),
-            greedy=logits.argmax(dim=-1).tolist(),
+            entropies=entropies if entropies is not None else _entropy(signal_logp).tolist(),
+            greedy=greedy if greedy is not None else logits.argmax(dim=-1).tolist(),
         )
 
     def part(self, start: int, stop: int) -> _Distribution:
@@ -728,7 +747,8 @@ class TraceDecoder:
             logits = logits.clone()
             for i in masked:
                 logits[i, self.eos_ids] = -math.inf
-        return _Distribution.of(logits, step.raw[list(rows)], options)
+        known = None if masked else step.of_rows(rows)
+        return _Distribution.of(logits, step.raw[list(rows)], options, known)
 
     def _choose_tokens(
         self,
@@ -991,18 +1011,39 @@ def _entropy(logp: torch.Tensor) -> torch.Tensor:
 
 
 def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
-    """Apply temperature, top-k and top-p to logits, shape ``(batch, vocab)``."""
+    """Apply temperature, top-k and top-p to logits, shape ``(batch, vocab)``.
+
+    Top-k keeps every token at least as likely as the ``k``-th (ties included). Top-p
+    then keeps, in order of likelihood, the tokens until the ones before them hold
+    ``top_p`` of the probability (always the most likely one). After top-k only the
+    ``k`` kept tokens need ordering: their sorted row is the top-k values followed by
+    ``-inf``, which is exactly what sorting the whole row gives unless ties at the
+    ``k``-th value keep more than ``k`` tokens (then the whole row is sorted).
+    """
     warped = logits / options.temperature
+    top: tuple[torch.Tensor, torch.Tensor] | None = None  # (values, indices), descending
     if options.top_k is not None and options.top_k < warped.shape[-1]:
-        kth = torch.topk(warped, options.top_k, dim=-1).values[..., -1:]
-        warped = warped.masked_fill(warped < kth, -math.inf)
+        values, indices = torch.topk(warped, options.top_k, dim=-1)
+        below = warped < values[..., -1:]
+        warped = warped.masked_fill(below, -math.inf)
+        kept = warped.shape[-1] - below.sum(dim=-1)
+        if bool((kept == options.top_k).all()):  # no ties at the k-th value
+            top = values, indices
     if options.top_p is not None and options.top_p < 1.0:
-        sorted_logits, order = torch.sort(warped, descending=True, dim=-1)
-        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-        remove = cumulative - torch.softmax(sorted_logits, dim=-1) >= options.top_p
+        if top is None:
+            sorted_logits, order = torch.sort(warped, descending=True, dim=-1)
+        else:
+            values, order = top
+            rest = values.new_full(
+                (values.shape[0], warped.shape[-1] - values.shape[-1]), -math.inf
+            )
+            sorted_logits = torch.cat([values, rest], dim=-1)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        remove = probs.cumsum(dim=-1) - probs >= options.top_p
         remove[..., 0] = False  # always keep the most likely token
-        mask = torch.zeros_like(remove).scatter(-1, order, remove)
-        warped = warped.masked_fill(mask, -math.inf)
+        remove = remove[..., : order.shape[-1]]  # after the top k: already -inf
+        mask = torch.zeros(warped.shape, dtype=torch.bool, device=warped.device)
+        warped = warped.masked_fill(mask.scatter(-1, order, remove), -math.inf)
     return warped
 
 
@@ -1070,12 +1111,14 @@ def decode_together(
     between: Callable[[], None] | None = None,
     prefix_cache: PrefixCache | None = None,
     max_rows: int = 0,
+    share_prompts: bool = True,
 ) -> Iterator[tuple[int, TokenEvent | None]]:
     """Decode several requests in one batched KV-cache loop.
 
     Each request's prompt is prefilled once (prompts of different lengths are left-padded,
-    with an attention mask and per-row position ids), its cache row is repeated for its
-    samples, and every sample then decodes one token per step with its own options,
+    with an attention mask and per-row position ids), its samples read that one copy of
+    its keys and values (``share_prompts``; otherwise its cache row is repeated for
+    them), and every sample then decodes one token per step with its own options,
     stop strings, seed, token budget and captures. A sample that has nothing left to feed
     leaves the batch (its cache row is dropped). With ``admit``, requests that arrive
     meanwhile join at a step boundary: they are prefilled together and their cache rows
@@ -1096,6 +1139,10 @@ def decode_together(
             prefilled in full.
         max_rows: Rows the cache makes room for when requests join (the most that
             ``admit`` lets in), so later joins write into it instead of copying it.
+        share_prompts: Let the samples of a multi-sample request read one copy of its
+            prompt's keys and values (:mod:`~langchain_adaptive_rag.shared_prompts`)
+            instead of one copy each, on models whose cache the loop can hold and in
+            loops that capture no attention rows.
 
     Yields:
         ``(request index, event)`` for each released token, in decoding order, and
@@ -1112,12 +1159,36 @@ def decode_together(
         )
         raise AdaptiveRAGError(msg)
     hooks = _Hooks(model, capture)
+    modules = sharing_modules(model) if share_prompts and not capture.attention else None
     try:
         with torch.inference_mode():
-            loop = _BatchLoop(model, list(decoders), hooks, admit, between, prefix_cache, max_rows)
+            loop = _BatchLoop(
+                model, list(decoders), hooks, admit, between, prefix_cache, max_rows, modules
+            )
             yield from loop.run()
     finally:
         hooks.remove()
+
+
+def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
+    """Every layer's attention module, when the model can read shared prompts.
+
+    Shared prompts need the loop's own cache (no sliding-window or hybrid layers) and an
+    attention module per layer that calls transformers' ``AttentionInterface`` and knows
+    its layer's cache index (``layer_idx``); ``None`` otherwise.
+    """
+    if not plain_model_cache(model):
+        return None
+    modules: list[nn.Module] = []
+    for index in range(len(decoder_layers(model))):
+        try:
+            module = attention_module(model, index)
+        except AdaptiveRAGError:
+            return None
+        if getattr(module, "layer_idx", None) != index:
+            return None
+        modules.append(module)
+    return modules
 
 
 class _BatchLoop:
@@ -1132,9 +1203,13 @@ class _BatchLoop:
         between: Callable[[], None] | None = None,
         prefix_cache: PrefixCache | None = None,
         max_rows: int = 0,
+        sharing: Sequence[nn.Module] | None = None,
     ) -> None:
         self.model = model
         self.max_rows = max_rows
+        self.sharing = list(sharing) if sharing is not None else None
+        """The attention modules routed while rows read shared prompts (``None``: never)."""
+        self.prompts = SharedPrompts(max_rows)
         self.between = between
         self.prefix_cache = prefix_cache
         self.device = model.device
@@ -1149,6 +1224,8 @@ class _BatchLoop:
         self.logits = torch.zeros((0, 0), device=self.device)
         self.unfinished: set[int] = set(range(len(decoders)))
         """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
+        self._arranged = True
+        """Whether the shared prompts' layout matches the rows."""
 
     def _prefill(self, first: int) -> None:
         """Prefill requests ``first..`` and append their rows.
@@ -1205,25 +1282,56 @@ class _BatchLoop:
         out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
         cache = _output_cache(out)
         self._store_prompts(new, cache)
-        rows = [(r, b) for r, d in zip(requests, new, strict=True) for b in range(len(d.samples))]
         at = {r: j for j, r in enumerate(requests)}  # each request's row in this pass
+        shared = [r for r in requests if self._shares(self.decoders[r])]
+        own = [r for r in requests if r not in shared]
+        rows = [(r, b) for r in own + shared for b in range(len(self.decoders[r].samples))]
         order = [at[r] for r, _ in rows]  # one prefill serves every sample of a request
-        select = torch.tensor(order, device=self.device)
         if self.hooks.hidden is not None:
             for r, b in rows:
                 self.decoders[r]._store_hidden(b, self.hooks.hidden[at[r]])
-        logits = out.logits[:, -1, :].float()[select]
-        mask = mask[select]
-        if self.cache is None:
-            if len(rows) != len(new):
-                cache.batch_select_indices(select)
-            self.cache, self.mask, self.logits, self.padded = cache, mask, logits, pads
-        else:
-            self.mask = _join_caches(self.cache, self.mask, cache, mask, order, self.max_rows)
-            self.logits = torch.cat([self.logits, logits])
-            self.padded = True
+        logits = out.logits[:, -1, :].float()[torch.tensor(order, device=self.device)]
+        self.logits = logits if self.cache is None else torch.cat([self.logits, logits])
+        if shared:  # their prompts are held once; their rows start with no columns
+            self.prompts.add(cache, mask, [at[r] for r in shared], shared)
+            self._arranged = False
+        own_rows = order[: len(order) - sum(len(self.decoders[r].samples) for r in shared)]
+        if own_rows:
+            own_mask = mask[torch.tensor(own_rows, device=self.device)]
+            if self.cache is None:
+                if own_rows != list(range(len(new))):
+                    cache.batch_select_indices(torch.tensor(own_rows, device=self.device))
+                self.cache, self.mask, self.padded = cache, own_mask, pads
+            else:
+                self.mask = join_rows(
+                    self.cache, self.mask, cache, own_mask, own_rows, self.max_rows
+                )
+                self.padded = True
+        if len(own_rows) < len(order):
+            self._append_blank(cache, len(order) - len(own_rows))
+            self._trim()  # the columns only a shared prompt needed
         self.rows += rows
         self.positions += [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
+
+    def _shares(self, decoder: TraceDecoder) -> bool:
+        """Whether a request's samples read one shared copy of its prompt."""
+        return self.sharing is not None and len(decoder.samples) > 1
+
+    def _append_blank(self, like: Any, count: int) -> None:
+        """Append ``count`` rows that hold no columns yet (they read a shared prompt)."""
+        blank = RoomyCache()
+        for number, layer in enumerate(like.layers):
+            keys = layer.keys[:1, :, :0].expand(count, -1, -1, -1)
+            values = layer.values[:1, :, :0].expand(count, -1, -1, -1)
+            blank.update(keys, values, number)
+        blank_mask = self.mask.new_zeros((count, 0))
+        if self.cache is None:
+            self.cache, self.mask = blank, blank_mask
+        else:
+            self.mask = join_rows(
+                self.cache, self.mask, blank, blank_mask, range(count), self.max_rows
+            )
+        self.padded = True  # positions and masks are the rows' own, never the cache's
 
     def _match(self, prompt_ids: list[int]) -> tuple[int, StoredPrefix | None]:
         """The stored prefix a prompt's prefill starts from (``(0, None)``: none)."""
@@ -1256,9 +1364,11 @@ class _BatchLoop:
         Rows are left-padded, so a column every row masks out carries nothing; without
         this a loop that requests keep joining would attend over ever longer padding.
         """
-        if not self.padded or not self._joinable():
+        if not self.padded or not self._joinable() or self.mask.shape[1] == 0:
             return
-        lead = int(self.mask.argmax(dim=1).min().item())  # each row: zeros, then ones
+        width = self.mask.shape[1]
+        first = self.mask.argmax(dim=1)  # each row: zeros, then ones (or none yet)
+        lead = int(torch.where(self.mask.any(dim=1), first, width).min().item())
         if lead == 0:
             return
         for layer in self.cache.layers:
@@ -1299,6 +1409,7 @@ class _BatchLoop:
                 self.mask = self.mask[kept]
                 self.rows = [self.rows[i] for i in keep]
                 self.positions = [self.positions[i] for i in keep]
+                self._arranged = False
                 self._trim()
             self._step([feed[i] for i in keep])  # type: ignore[misc]
 
@@ -1346,7 +1457,9 @@ class _BatchLoop:
                 continue
             rows = [i for r in requests for i in owned[r]]
             options = self.decoders[requests[0]].decoding
-            together = _Distribution.of(step.logits[rows], step.raw[rows], options)
+            together = _Distribution.of(
+                step.logits[rows], step.raw[rows], options, step.of_rows(rows)
+            )
             start = 0
             for r in requests:
                 shared[r] = together.part(start, start + len(owned[r]))
@@ -1363,19 +1476,32 @@ class _BatchLoop:
                 yield r, None
 
     def _step(self, tokens: list[int]) -> None:
-        """Feed one token per row and keep the new logits and captures."""
+        """Feed one token per row and keep the new logits and captures.
+
+        While rows read shared prompts, every layer is routed through
+        :func:`~langchain_adaptive_rag.shared_prompts.shared_prompt_attention`, which
+        reads the step's mask from the prompts (the model builds none).
+        """
         self.positions = [p + 1 for p in self.positions]
         step: dict[str, torch.Tensor] = {}
         ones = self.mask.new_ones((len(self.rows), 1))
         self.mask = torch.cat([self.mask, ones], dim=1)  # kept even unpadded: a join pads it
+        if not self._arranged:
+            self.prompts.arrange([r for r, _ in self.rows])
+            self._arranged = True
+        shared = self.sharing is not None and self.prompts.layout is not None
         if self.padded:
-            step = {
-                "attention_mask": self.mask,
-                "position_ids": torch.tensor(self.positions, device=self.device).unsqueeze(1),
-            }
+            step = {"position_ids": torch.tensor(self.positions, device=self.device).unsqueeze(1)}
+            if not shared:
+                step["attention_mask"] = self.mask
         inputs = torch.tensor(tokens, dtype=torch.long, device=self.device).unsqueeze(1)
         step[_cache_keyword(self.model)] = self.cache
-        out = self.model(input_ids=inputs, use_cache=True, **step)
+        if shared and self.sharing is not None:
+            self.prompts.set_own_mask(self.mask)
+            with self.prompts.routed(self.sharing):
+                out = self.model(input_ids=inputs, use_cache=True, **step)
+        else:
+            out = self.model(input_ids=inputs, use_cache=True, **step)
         self.logits = out.logits[:, -1, :].float()
         hooks = self.hooks
         for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
@@ -1458,31 +1584,3 @@ def _output_cache(out: Any) -> Any:
     """The KV cache a forward pass returned, under either release's field name."""
     cache = out.get("cache") if hasattr(out, "get") else None
     return cache if cache is not None else out.past_key_values
-
-
-def _join_caches(
-    cache: Any,
-    mask: torch.Tensor,
-    other: Any,
-    other_mask: torch.Tensor,
-    select: Sequence[int],
-    rows: int,
-) -> torch.Tensor:
-    """Append rows ``select`` of ``other`` to ``cache``, left-padding the shorter; the mask.
-
-    Both are the loop's own caches (:class:`~langchain_adaptive_rag.kv_cache.RoomyCache`);
-    ``other_mask`` is already the selected rows' mask. The joining rows go into the
-    cache's room when it has room for them; a cache made anew holds ``rows`` rows.
-    """
-    length = max(mask.shape[1], other_mask.shape[1])
-    index = torch.tensor(list(select), device=other_mask.device)  # made once, for every layer
-    for layer, joining in zip(cache.layers, other.layers, strict=True):
-        layer.append_rows(joining, length, select, rows, index)
-    return torch.cat([_left_pad_mask(mask, length), _left_pad_mask(other_mask, length)])
-
-
-def _left_pad_mask(mask: torch.Tensor, length: int) -> torch.Tensor:
-    missing = length - mask.shape[1]
-    if missing == 0:
-        return mask
-    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=1)

@@ -22,7 +22,7 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["ROOM", "RoomyCache", "RoomyLayer", "is_roomy", "plain_model_cache"]
+__all__ = ["ROOM", "RoomyCache", "RoomyLayer", "is_roomy", "join_rows", "plain_model_cache"]
 
 ROOM = 64
 """Tokens of room a buffer is made with beyond what it holds."""
@@ -55,6 +55,8 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         if keys is None or values is None or not self.is_initialized:
             return False
         start = self._start
+        if self.keys.numel() == 0:  # an empty view has no address; nothing in it to lose
+            return self.keys.shape[0] == self._rows and self._end == start
         return (
             self.keys.shape[0] == self._rows
             and self.keys.shape[-2] == self._end - start
@@ -243,6 +245,34 @@ class RoomyCache(DynamicCache):  # type: ignore[misc]
             return
         for layer in self.layers:
             layer.keep_rows(keep, index)
+
+
+def join_rows(
+    cache: Any,
+    mask: torch.Tensor,
+    other: Any,
+    other_mask: torch.Tensor,
+    select: Sequence[int],
+    rows: int,
+) -> torch.Tensor:
+    """Append rows ``select`` of ``other`` to ``cache``, left-padding the shorter; the mask.
+
+    Both are :class:`RoomyCache` caches (a decoding loop's own);
+    ``other_mask`` is already the selected rows' mask. The joining rows go into the
+    cache's room when it has room for them; a cache made anew holds ``rows`` rows.
+    """
+    length = max(mask.shape[1], other_mask.shape[1])
+    index = torch.tensor(list(select), device=other_mask.device)  # made once, for every layer
+    for layer, joining in zip(cache.layers, other.layers, strict=True):
+        layer.append_rows(joining, length, select, rows, index)
+    return torch.cat([_left_pad_mask(mask, length), _left_pad_mask(other_mask, length)])
+
+
+def _left_pad_mask(mask: torch.Tensor, length: int) -> torch.Tensor:
+    missing = length - mask.shape[1]
+    if missing == 0:
+        return mask
+    return torch.cat([mask.new_zeros((mask.shape[0], missing)), mask], dim=1)
 
 
 def _increasing(rows: Sequence[int]) -> bool:

@@ -67,6 +67,39 @@ def test_top_p_keeps_smallest_set_reaching_p() -> None:
     assert kept == [True, True, False]
 
 
+def _warp_by_sorting(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
+    """Top-k, then top-p over the whole row sorted (the definition)."""
+    warped = logits / options.temperature
+    assert options.top_k is not None and options.top_p is not None
+    kth = torch.topk(warped, options.top_k, dim=-1).values[..., -1:]
+    warped = warped.masked_fill(warped < kth, -math.inf)
+    sorted_logits, order = torch.sort(warped, descending=True, dim=-1)
+    probs = torch.softmax(sorted_logits, dim=-1)
+    remove = probs.cumsum(dim=-1) - probs >= options.top_p
+    remove[..., 0] = False
+    return warped.masked_fill(torch.zeros_like(remove).scatter(-1, order, remove), -math.inf)
+
+
+@pytest.mark.parametrize(
+    ("top_k", "top_p", "scale"), [(50, 0.9, 3.0), (5, 0.5, 1.0), (200, 0.95, 0.3)]
+)
+def test_top_p_after_top_k_orders_only_the_kept_tokens_and_equals_sorting_all(
+    top_k: int, top_p: float, scale: float
+) -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(64, 1853) * scale
+    options = DecodingOptions(do_sample=True, temperature=0.7, top_k=top_k, top_p=top_p)
+    assert torch.equal(_warp(logits, options), _warp_by_sorting(logits, options))
+
+
+def test_ties_at_the_kth_value_keep_every_tied_token_before_top_p() -> None:
+    logits = torch.tensor([[4.0, 1.0, 1.0, 1.0, 0.0, -2.0]])  # three tokens tie for 2nd
+    options = DecodingOptions(do_sample=True, top_k=2, top_p=0.99)
+    warped = _warp(logits, options)
+    assert torch.isfinite(warped[0]).tolist() == [True, True, True, True, False, False]
+    assert torch.equal(warped, _warp_by_sorting(logits, options))
+
+
 def test_temperature_scales_logits() -> None:
     logits = torch.tensor([[2.0, 4.0]])
     warped = _warp(logits, DecodingOptions(do_sample=True, temperature=2.0))
