@@ -1,0 +1,169 @@
+"""Shared prompts: SeaKR-shaped calls with one copy of each prompt against a copy per sample.
+
+Each call decodes its greedy step and ``k`` samples (``k + 1`` rows) of one prompt, as
+SeaKR's steps do; ``--calls`` of them decode together (concurrent calls in one loop).
+The same calls run twice per round, alternately: every sample holding its own copy of
+the prompt's keys and values (``share_prompts=False``, the previous behaviour) and the
+samples reading one shared copy (the default). Printed per prompt length: seconds per
+run (median of the rounds) both ways and the ratio, the most memory the keys and values
+took (the loop's cache plus the shared prompts, measured from the buffers), and whether
+every token and signal agrees. A randomly initialised Llama of ``--size`` gives the
+shapes of a small real model; every row decodes ``--tokens`` tokens.
+
+Run: ``python benchmarks/shared_prompts.py [--size 8m|20m|110m] [--calls 8] [--k 8]
+[--prompts 256,1024] [--tokens 24] [--rounds 3]`` (``--device cuda`` on a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from random_llama import SIZES, save_random_llama
+from transformers import AutoTokenizer, LlamaForCausalLM
+
+from langchain_adaptive_rag import generation
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    DecodingOptions,
+    TraceDecoder,
+    decode_together,
+)
+
+CAPTURE = CaptureOptions(hidden=True, hidden_site="mlp", hidden_at="eos")  # SeaKR's signal
+
+
+class PeakBytes:
+    """The most bytes the loop's cache and shared prompts' buffers held at a step."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._step = generation._BatchLoop._step
+
+    def __enter__(self) -> PeakBytes:
+        step = self._step
+
+        def watched(loop: Any, tokens: list[int]) -> None:
+            step(loop, tokens)
+            held = 0
+            for cache in (loop.cache, loop.prompts.cache):
+                for layer in getattr(cache, "layers", None) or []:
+                    for buffer in (layer._key_buffer, layer._value_buffer):
+                        if buffer is not None:
+                            held += buffer.numel() * buffer.element_size()
+            self.peak = max(self.peak, held)
+
+        generation._BatchLoop._step = watched  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        generation._BatchLoop._step = self._step  # type: ignore[method-assign]
+
+
+def run(
+    model: Any, tokenizer: Any, prompts: list[list[int]], args: argparse.Namespace, share: bool
+) -> tuple[float, int, list[TraceDecoder]]:
+    """Decode every call once; seconds, peak key/value bytes and the decoders."""
+    options = DecodingOptions(
+        max_new_tokens=args.tokens,
+        min_new_tokens=args.tokens,
+        do_sample=True,
+        temperature=1.0,
+        top_k=50,
+        top_p=0.9,
+    )
+    decoders = [
+        TraceDecoder(
+            model,
+            tokenizer,
+            ids,
+            n=args.k,
+            include_greedy=True,
+            decoding=DecodingOptions(**{**options.__dict__, "seed": 100 + i}),
+            capture=CAPTURE,
+        )
+        for i, ids in enumerate(prompts)
+    ]
+    with PeakBytes() as peak:
+        start = time.perf_counter()
+        list(decode_together(model, decoders, capture=CAPTURE, share_prompts=share))
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    return seconds, peak.peak, decoders
+
+
+def agree(a: list[TraceDecoder], b: list[TraceDecoder]) -> tuple[bool, float]:
+    """Whether every token agrees, and the largest signal difference."""
+    same, diff = True, 0.0
+    for x, y in zip(a, b, strict=True):
+        for s, t in zip(x.traces, y.traces, strict=True):
+            same = same and s.token_ids.tolist() == t.token_ids.tolist()
+            if same:
+                diff = max(diff, float(np.abs(s.logprobs - t.logprobs).max(initial=0.0)))
+                if s.hidden is not None and t.hidden is not None:
+                    diff = max(diff, float(np.abs(s.hidden - t.hidden).max()))
+    return same, diff
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="8m")
+    parser.add_argument("--calls", type=int, default=8)
+    parser.add_argument("--k", type=int, default=8, help="samples per call (plus a greedy one)")
+    parser.add_argument("--prompts", default="256,1024", help="prompt lengths, in tokens")
+    parser.add_argument("--tokens", type=int, default=24, help="tokens each row decodes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        save_random_llama(Path(tmp), args.size)
+        tokenizer = AutoTokenizer.from_pretrained(tmp)
+        model = LlamaForCausalLM.from_pretrained(tmp, attn_implementation="sdpa")
+    if args.device:
+        model.to(args.device)
+    model.eval()
+    rows = args.calls * (args.k + 1)
+    print(
+        f"random Llama {args.size} ({model.num_parameters() / 1e6:.0f}M) on {model.device}, "
+        f"{args.calls} calls x {args.k + 1} rows = {rows} rows, {args.tokens} tokens each, "
+        f"median of {args.rounds} rounds\n"
+    )
+    print(
+        "| prompt tokens | s, a copy per sample | s, shared | speed-up | "
+        "KV MiB, copies | KV MiB, shared | tokens equal | max signal diff |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---|---:|")
+    generator = torch.Generator().manual_seed(0)
+    for length in (int(n) for n in args.prompts.split(",")):
+        prompts = [
+            torch.randint(5, len(tokenizer), (length,), generator=generator).tolist()
+            for _ in range(args.calls)
+        ]
+        run(model, tokenizer, prompts[:1], args, True)  # warm-up
+        times: dict[bool, list[float]] = {False: [], True: []}
+        peaks: dict[bool, int] = {}
+        results: dict[bool, list[TraceDecoder]] = {}
+        for _ in range(args.rounds):
+            for share in (False, True):
+                seconds, peaks[share], results[share] = run(model, tokenizer, prompts, args, share)
+                times[share].append(seconds)
+        copies, shared = (statistics.median(times[s]) for s in (False, True))
+        same, diff = agree(results[False], results[True])
+        print(
+            f"| {length} | {copies:.2f} | {shared:.2f} | {copies / shared:.2f}x | "
+            f"{peaks[False] / 2**20:.0f} | {peaks[True] / 2**20:.0f} | "
+            f"{'yes' if same else 'NO'} | {diff:.1e} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
