@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from langchain_adaptive_rag import generation
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
     DecodingOptions,
@@ -125,6 +126,25 @@ def test_draw_tokens_draws_what_multinomial_draws(vocab: int) -> None:
                 int(torch.multinomial(probs[i], 1, generator=theirs[i]).item()) for i in range(6)
             ]
             assert draw_tokens(probs, mine) == expected
+
+
+@pytest.mark.parametrize("vocab", [1853, 32000])
+@pytest.mark.parametrize("by_uniforms", [True, False])
+def test_exponential_noise_is_what_exponential_draws_and_advances_alike(
+    vocab: int, by_uniforms: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not by_uniforms:  # the fallback: exponential_ row by row
+        monkeypatch.setattr(generation, "_uniforms_give_exponentials", lambda *_: False)
+    else:
+        assert generation._uniforms_give_exponentials(torch.float32, vocab)
+    seeds = (3, 4, 5)
+    mine = [torch.Generator().manual_seed(s) for s in seeds]
+    theirs = [torch.Generator().manual_seed(s) for s in seeds]
+    like = torch.empty(len(seeds), vocab)
+    for _ in range(3):  # consecutive draws: each generator must advance as exponential_'s
+        got = generation.exponential_noise(like, mine)
+        want = torch.stack([torch.empty(vocab).exponential_(1.0, generator=g) for g in theirs])
+        assert torch.equal(got, want)
 
 
 def test_draw_tokens_never_draws_a_token_of_zero_probability() -> None:
