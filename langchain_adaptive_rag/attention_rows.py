@@ -26,6 +26,7 @@ __all__ = [
     "CAPTURE_IMPLEMENTATION",
     "RowSink",
     "attention_rows",
+    "register_attention",
     "route_to_capture",
     "visible_keys",
 ]
@@ -146,11 +147,16 @@ def capture_attention_forward(
     return output, None
 
 
-def _register() -> None:
+def register_attention(name: str, function: Callable[..., Any]) -> None:
+    """Add ``function`` to transformers' ``AttentionInterface`` as ``name``, once.
+
+    An added entry: no existing implementation is changed, and a module runs it only
+    while its config names it.
+    """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    if CAPTURE_IMPLEMENTATION not in ALL_ATTENTION_FUNCTIONS:
-        ALL_ATTENTION_FUNCTIONS.register(CAPTURE_IMPLEMENTATION, capture_attention_forward)
+    if name not in ALL_ATTENTION_FUNCTIONS:
+        ALL_ATTENTION_FUNCTIONS.register(name, function)
 
 
 class route_to_capture:  # noqa: N801 - used as a context manager, like torch.no_grad
@@ -169,7 +175,7 @@ class route_to_capture:  # noqa: N801 - used as a context manager, like torch.no
         self._outer: RowSink | None = None
 
     def __enter__(self) -> RowSink:
-        _register()
+        register_attention(CAPTURE_IMPLEMENTATION, capture_attention_forward)
         config: Any = self.module.config
         self._config = config
         self._outer = getattr(self.module, "_adaptive_rag_sink", None)

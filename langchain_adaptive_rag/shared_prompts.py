@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from langchain_adaptive_rag.attention_rows import register_attention
 from langchain_adaptive_rag.kv_cache import RoomyCache, join_rows
 
 __all__ = [
@@ -205,7 +206,7 @@ class SharedPrompts:
         Each module gets a shallow copy of its config naming the shared function (made
         once per module) and a reference to these prompts; both are removed on exit.
         """
-        _register()
+        register_attention(SHARED_IMPLEMENTATION, shared_prompt_attention)
         configs: list[Any] = [module.config for module in modules]
         try:
             for module, config in zip(modules, configs, strict=True):
@@ -315,10 +316,3 @@ def shared_prompt_attention(
     else:
         output = output.index_add(0, layout.grouped, from_prompt)
     return output.view(rows, 1, heads, dim), None
-
-
-def _register() -> None:
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    if SHARED_IMPLEMENTATION not in ALL_ATTENTION_FUNCTIONS:
-        ALL_ATTENTION_FUNCTIONS.register(SHARED_IMPLEMENTATION, shared_prompt_attention)
