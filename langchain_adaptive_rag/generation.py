@@ -1339,7 +1339,6 @@ class _BatchLoop:
         self.logits = logits if self.cache is None else torch.cat([self.logits, logits])
         if shared:  # their prompts are held once; their rows start with no columns
             self.prompts.add(cache, mask, [at[r] for r in shared], shared)
-            self._arranged = False
         own_rows = order[: len(order) - sum(len(self.decoders[r].samples) for r in shared)]
         if own_rows:
             own_mask = mask[torch.tensor(own_rows, device=self.device)]
@@ -1357,6 +1356,7 @@ class _BatchLoop:
             self._trim()  # the columns only a shared prompt needed
         self.rows += rows
         self.positions += [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
+        self._arranged = False  # new rows: the shared prompts' layout is laid out again
 
     def _shares(self, decoder: TraceDecoder) -> bool:
         """Whether a request's samples read one shared copy of its prompt."""

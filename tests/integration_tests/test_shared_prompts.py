@@ -93,3 +93,23 @@ def test_sliding_window_models_and_attention_captures_keep_a_copy_per_sample(
     for got, want in zip(loop, copies, strict=True):
         assert_same(got.traces, want.traces)  # attention rows over every key, as before
     assert not any(arranged)
+
+
+def test_calls_joining_a_loop_that_reads_shared_prompts_decode_as_alone(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
+    capture = CaptureOptions(hidden=True, hidden_at="eos")
+    alone = decoders(chat, capture)
+    for d in alone:
+        list(decode_together(chat.hf_model, [d], capture=capture, share_prompts=False))
+    running, *late = decoders(chat, capture)  # sampling call first, then three more
+    steps = {"n": 0}
+
+    def admit(rows: int) -> list[TraceDecoder]:
+        steps["n"] += 1
+        if steps["n"] == 3:
+            return late[:1]  # a single-sample call joins the shared prompt's rows
+        return late[1:] if steps["n"] == 5 else []  # then two multi-sample calls
+
+    list(decode_together(chat.hf_model, [running], capture=capture, admit=admit))
+    for got, want in zip([running, *late], alone, strict=True):
+        assert_same(got.traces, want.traces)
