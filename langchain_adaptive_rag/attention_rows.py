@@ -28,7 +28,6 @@ __all__ = [
     "attention_rows",
     "register_attention",
     "route_to_capture",
-    "visible_keys",
 ]
 
 CAPTURE_IMPLEMENTATION = "langchain_adaptive_rag_rows"
@@ -51,7 +50,7 @@ class RowSink:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def visible_keys(
+def _visible(
     attention_mask: torch.Tensor | None,
     batch: int,
     queries: int,
@@ -112,7 +111,7 @@ def attention_rows(
     keys = k.shape[2]
     window_cuts = sliding_window is not None and sliding_window < keys
     if attention_mask is not None or window_cuts or queries > 1:  # else every key is seen
-        visible = visible_keys(attention_mask, batch, queries, keys, sliding_window, q.device)
+        visible = _visible(attention_mask, batch, queries, keys, sliding_window, q.device)
         scores = scores.masked_fill(~visible, float("-inf"))
     return torch.softmax(scores, dim=-1)
 
