@@ -17,6 +17,7 @@ sees the error; a failure of the shared forward pass reaches every caller of tha
 from __future__ import annotations
 
 import atexit
+import math
 import queue
 import threading
 import time
@@ -25,6 +26,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
+
+import torch
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
@@ -40,10 +43,17 @@ from langchain_adaptive_rag.prefix_cache import PrefixCache
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["DecodeEngine"]
+__all__ = ["CPU_LINGER_SECONDS", "IDLE_CHECK_SECONDS", "DecodeEngine"]
 
 _END = object()
 T = TypeVar("T")
+
+CPU_LINGER_SECONDS = 0.5
+"""How long the thread of a model on the CPU waits idle by default: a new thread costs
+nothing there, and a live one slows torch's intra-op threads in others."""
+
+IDLE_CHECK_SECONDS = 1.0
+"""How often a thread that lingers long checks whether its engine is still in use."""
 
 _LIVE: weakref.WeakSet[DecodeEngine] = weakref.WeakSet()
 """Engines whose idle worker threads are ended before the interpreter exits."""
@@ -100,6 +110,19 @@ def _run_together(jobs: list[_SideJob[T]]) -> None:
         job.done.set()
 
 
+def _serve(engine_ref: weakref.ref[DecodeEngine]) -> None:
+    """The model's thread: turns of :meth:`DecodeEngine._serve_once` while it lives.
+
+    Between turns the thread holds the engine only weakly, so an engine (and the model)
+    that nobody uses any more is freed, and its lingering thread ends.
+    """
+    while True:
+        engine = engine_ref()
+        if engine is None or not engine._serve_once():
+            return
+        del engine
+
+
 @dataclass
 class _Ticket:
     decoder: TraceDecoder
@@ -129,7 +152,11 @@ class DecodeEngine:
         max_batch_rows: Most sequences (samples) decoded together.
         gather_seconds: How long the worker waits after the first queued request for
             others to arrive before it starts a batch.
-        linger_seconds: How long the model's thread waits for work before it ends.
+        linger_seconds: How long the model's thread waits for work before it ends;
+            ``math.inf``: it ends only with :meth:`close` or once the engine is dropped.
+            Default (``None``): :data:`CPU_LINGER_SECONDS` for a model on the CPU, for
+            ever for one on an accelerator, whose per-thread state (torch's cuDNN
+            attention plans, one per key length) a new thread would build again.
         prefix_cache: Stored prompt prefixes the loops' prefills start from.
         share_prompts: Let a call's samples read one copy of its prompt (see
             :func:`~langchain_adaptive_rag.generation.decode_together`).
@@ -142,12 +169,18 @@ class DecodeEngine:
         *,
         max_batch_rows: int = 64,
         gather_seconds: float = 0.002,
-        linger_seconds: float = 0.5,
+        linger_seconds: float | None = None,
         prefix_cache: PrefixCache | None = None,
         share_prompts: bool = True,
     ) -> None:
         if max_batch_rows < 1:
             msg = f"max_batch_rows must be >= 1, got {max_batch_rows}."
+            raise AdaptiveRAGError(msg)
+        if linger_seconds is not None and not linger_seconds >= 0:
+            msg = (
+                f"linger_seconds must be >= 0 (math.inf: for ever) or None, got "
+                f"{linger_seconds}. Fix: pass seconds, or None for the device's default."
+            )
             raise AdaptiveRAGError(msg)
         self.model = model
         self.lock = lock
@@ -162,6 +195,7 @@ class DecodeEngine:
         self._closing = False
         self._condition = threading.Condition()
         self._worker: threading.Thread | None = None
+        self._idle = 0.0  # seconds the thread has waited in turns of a long linger
         self.batch_sizes: Counter[int] = Counter()
         """How many loops started with each number of requests (for measurements)."""
         self.joined = 0
@@ -169,6 +203,14 @@ class DecodeEngine:
         self.side_batches: Counter[int] = Counter()
         """How many batched side jobs ran with each number of jobs (for measurements)."""
         _LIVE.add(self)
+
+    def linger(self) -> float:
+        """Seconds the model's thread waits idle before it ends (``math.inf``: never)."""
+        if self.linger_seconds is not None:
+            return self.linger_seconds
+        device = getattr(self.model, "device", None)
+        on_cpu = not isinstance(device, torch.device) or device.type == "cpu"
+        return CPU_LINGER_SECONDS if on_cpu else math.inf
 
     def close(self, timeout: float = 5.0) -> None:
         """End the worker now instead of after ``linger_seconds`` idle.
@@ -223,7 +265,7 @@ class DecodeEngine:
         """Start the model's thread unless it runs (call with the condition held)."""
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(
-                target=self._serve, name="adaptive-rag-decode", daemon=True
+                target=_serve, args=(weakref.ref(self),), name="adaptive-rag-decode", daemon=True
             )
             self._worker.start()
 
@@ -316,34 +358,48 @@ class DecodeEngine:
             self._pending = rest
             return batch, capture
 
-    def _serve(self) -> None:
-        """The model's thread: every forward pass of this model runs here.
+    def _serve_once(self) -> bool:
+        """One turn of the model's thread: run what is queued, or wait for work.
 
         Every forward pass of the model runs on this thread: torch's intra-op threads
         (OpenMP) run 2-3x slower once two live threads have used them, so the callers'
-        threads never run the model. The thread ends after ``linger_seconds`` idle.
+        threads never run the model. The thread ends after :meth:`linger` seconds idle;
+        one that lingers for ever waits in turns of :data:`IDLE_CHECK_SECONDS`, between
+        which it holds no reference to the engine (see :func:`_serve`).
+
+        Returns:
+            ``False`` once the thread is to end.
         """
-        while True:
-            with self._condition:
-                if not self._pending and not self._side and not self._closing:
-                    self._condition.wait(self.linger_seconds)
-                if not self._pending and not self._side:
+        linger = self.linger()
+        with self._condition:
+            if not self._pending and not self._side and not self._closing:
+                self._condition.wait(min(linger, IDLE_CHECK_SECONDS))
+            if not self._pending and not self._side:
+                if self._closing or linger <= IDLE_CHECK_SECONDS:
                     self._worker = None  # idle: end the thread (and its OpenMP team)
                     self._closing = False
-                    return
-            with self.lock:
-                self._run_side_jobs()
-            batch, capture = self._take_batch()
-            if not batch or capture is None:
-                continue
-            self.batch_sizes[len(batch)] += 1
+                    return False
+                if linger < math.inf:  # waited one turn of a long linger
+                    self._idle += IDLE_CHECK_SECONDS
+                    if self._idle >= linger:
+                        self._worker = None
+                        return False
+                return True
+            self._idle = 0.0
+        with self.lock:
+            self._run_side_jobs()
+        batch, capture = self._take_batch()
+        if not batch or capture is None:
+            return True
+        self.batch_sizes[len(batch)] += 1
+        with self._condition:
+            self._looping = True
+        try:
+            self._run(batch, capture)
+        finally:
             with self._condition:
-                self._looping = True
-            try:
-                self._run(batch, capture)
-            finally:
-                with self._condition:
-                    self._looping = False
+                self._looping = False
+        return True
 
     def _run(self, batch: list[_Ticket], capture: CaptureOptions) -> None:
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -15,6 +19,9 @@ import pytest
 import torch
 
 from langchain_adaptive_rag import ChatTransformers, GenerationTrace, generation
+from langchain_adaptive_rag import engine as engine_module
+from langchain_adaptive_rag.engine import DecodeEngine
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
@@ -434,3 +441,58 @@ def test_a_streaming_caller_gets_its_first_samples_events_only(
     assert [e.token_id for e in events] == [int(t) for t in traces[0].token_ids]
     plain = chat.generate_trace(PROMPTS[0], **trace_options(chat, **options))
     assert_same(plain, traces)  # streaming or not, the same traces
+
+
+def _idle_worker(chat: ChatTransformers) -> threading.Thread:
+    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
+    engine = chat.engine
+    assert engine is not None and engine._worker is not None
+    return engine._worker
+
+
+def test_a_model_on_an_accelerator_keeps_its_thread(llama_dir: Path) -> None:
+    """CUDA keeps per-thread state (cuDNN attention plans): a model there keeps its thread."""
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    engine = chat._get_engine()
+    assert engine.linger() == engine_module.CPU_LINGER_SECONDS  # the CPU: a short linger
+    engine.model = SimpleNamespace(device=torch.device("cuda", 0))  # type: ignore[assignment]
+    assert engine.linger() == math.inf
+    engine.linger_seconds = 2.0  # a value given wins, on any device
+    assert engine.linger() == 2.0
+
+
+def test_a_long_linger_keeps_one_thread_between_calls(
+    llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "IDLE_CHECK_SECONDS", 0.05)
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    engine = chat._get_engine()
+    engine.linger_seconds = math.inf
+    worker = _idle_worker(chat)
+    time.sleep(0.4)  # eight turns of idle waiting
+    assert worker.is_alive() and _idle_worker(chat) is worker  # the same thread serves
+    engine.linger_seconds = 0.3  # a finite linger longer than one turn still ends
+    time.sleep(1.0)
+    assert not worker.is_alive() and engine._worker is None
+
+
+def test_a_dropped_engine_ends_its_lingering_thread(
+    llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread holds its engine (and the model) only while it works."""
+    monkeypatch.setattr(engine_module, "IDLE_CHECK_SECONDS", 0.05)
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    chat._get_engine().linger_seconds = math.inf
+    worker = _idle_worker(chat)
+    dropped = weakref.ref(chat._get_engine())
+    del chat
+    gc.collect()
+    worker.join(timeout=10.0)
+    assert dropped() is None and not worker.is_alive()
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan")])
+def test_a_bad_linger_is_refused(llama_dir: Path, seconds: float) -> None:
+    chat = ChatTransformers(model=str(llama_dir))
+    with pytest.raises(AdaptiveRAGError, match=r"linger_seconds must be >= 0.*got"):
+        DecodeEngine(chat.hf_model, threading.RLock(), linger_seconds=seconds)
