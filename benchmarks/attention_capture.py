@@ -10,21 +10,19 @@ several rounds (only ratios measured in the same run are reported):
 (d) ``generate_trace`` on sdpa, logprobs and entropies only.
 
 Run: ``python benchmarks/attention_capture.py [--size 20m|110m] [--prompt-lengths 512 2048]``
-(``--device cuda`` on a GPU). Target: b/a <= 1.05 at prompts 512 and 2048.
+(on a GPU: ``--device cuda --dtype bfloat16``, and ``--size 7b`` or ``8b`` for the shapes of
+Llama-2-7B and Llama-3-8B). Target: b/a <= 1.05 at prompts 512 and 2048.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from random_llama import SIZES, save_random_llama
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from random_llama import SIZES, build_random_llama
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.generation import CaptureOptions
@@ -32,15 +30,15 @@ from langchain_adaptive_rag.generation import CaptureOptions
 NEW_TOKENS = 64
 
 
-def build(directory: Path, size: str, device: str) -> tuple[ChatTransformers, ChatTransformers]:
-    save_random_llama(directory, size)
+def build(size: str, device: str, dtype: torch.dtype) -> tuple[ChatTransformers, ChatTransformers]:
+    """The same random weights twice: every layer sdpa, and every layer eager."""
     chats = []
     for kernel in ("sdpa", "eager"):
-        model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation=kernel)
+        model, tokenizer = build_random_llama(size, device, dtype, attn_implementation=kernel)
         chats.append(
             ChatTransformers(
-                model=model.to(device),
-                tokenizer=AutoTokenizer.from_pretrained(directory),
+                model=model,
+                tokenizer=tokenizer,
                 max_new_tokens=NEW_TOKENS,
                 min_new_tokens=NEW_TOKENS,
             )
@@ -79,40 +77,40 @@ def main() -> None:
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
-    with tempfile.TemporaryDirectory() as tmp:
-        sdpa, eager = build(Path(tmp), args.size, args.device)
+    sdpa, eager = build(args.size, args.device, getattr(torch, args.dtype))
+    print(
+        f"Llama {args.size} ({sdpa.num_layers} layers, {args.dtype}), {NEW_TOKENS} new tokens, "
+        f"greedy, device {args.device}, medians of {args.rounds} interleaved rounds\n"
+    )
+    print(
+        "| prompt | a: sdpa generate (s) | b: sdpa + capture | c: eager + capture "
+        "| d: sdpa, entropy only | b/a | c/a | d/a |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for length in args.prompt_lengths:
+        prompt = [int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (length,))]
+        runs = variants(sdpa, eager, prompt)
+        for run in runs.values():
+            run()  # warm-up
+        times: dict[str, list[float]] = {key: [] for key in runs}
+        for _ in range(args.rounds):
+            for key, run in runs.items():
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                run()
+                if args.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                times[key].append(time.perf_counter() - start)
+        m = {key: statistics.median(values) for key, values in times.items()}
         print(
-            f"Llama {args.size} ({sdpa.num_layers} layers), {NEW_TOKENS} new tokens, greedy, "
-            f"device {args.device}, medians of {args.rounds} interleaved rounds\n"
+            f"| {length} | {m['a']:.3f} | {m['b']:.3f} | {m['c']:.3f} | {m['d']:.3f} "
+            f"| {m['b'] / m['a']:.3f} | {m['c'] / m['a']:.3f} | {m['d'] / m['a']:.3f} |",
+            flush=True,
         )
-        print(
-            "| prompt | a: sdpa generate (s) | b: sdpa + capture | c: eager + capture "
-            "| d: sdpa, entropy only | b/a | c/a | d/a |"
-        )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for length in args.prompt_lengths:
-            prompt = [int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (length,))]
-            runs = variants(sdpa, eager, prompt)
-            for run in runs.values():
-                run()  # warm-up
-            times: dict[str, list[float]] = {key: [] for key in runs}
-            for _ in range(args.rounds):
-                for key, run in runs.items():
-                    if args.device.startswith("cuda"):
-                        torch.cuda.synchronize()
-                    start = time.perf_counter()
-                    run()
-                    if args.device.startswith("cuda"):
-                        torch.cuda.synchronize()
-                    times[key].append(time.perf_counter() - start)
-            m = {key: statistics.median(values) for key, values in times.items()}
-            print(
-                f"| {length} | {m['a']:.3f} | {m['b']:.3f} | {m['c']:.3f} | {m['d']:.3f} "
-                f"| {m['b'] / m['a']:.3f} | {m['c'] / m['a']:.3f} | {m['d'] / m['a']:.3f} |",
-                flush=True,
-            )
 
 
 if __name__ == "__main__":
