@@ -4,10 +4,13 @@ transformers' ``DynamicLayer`` appends by concatenation: every decoding step cop
 whole cache of every layer, which for a batch of many rows over long prompts costs as
 much as the step's own computation (measured on the toy model, 72 rows over 300 tokens:
 57 ms a step, 27 ms without the copy). A :class:`RoomyLayer` keeps its keys and values
-in a buffer with room for ``ROOM`` more tokens and writes each step into that room; the
-layer's ``keys`` and ``values`` are views of the filled part, so everything that reads
-a ``DynamicLayer`` reads it unchanged. Whoever replaces ``keys`` or ``values`` (a join of
-two caches, a trim) leaves the buffer; the next append copies them into a new one.
+in a buffer with room for up to ``ROOM`` more tokens and writes each step into that
+room; the layer's ``keys`` and ``values`` are views of the filled part, so everything
+that reads a ``DynamicLayer`` reads it unchanged. A buffer's width is the next multiple
+of ``ROOM`` above its filled columns (:func:`buffer_width`), so views of one end column
+have one set of strides, as concatenated states do. Whoever replaces ``keys`` or
+``values`` (a join of two caches, a trim) leaves the buffer; the next append copies them
+into a new one.
 """
 
 from __future__ import annotations
@@ -22,10 +25,36 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["ROOM", "RoomyCache", "RoomyLayer", "is_roomy", "join_rows", "plain_model_cache"]
+__all__ = [
+    "ROOM",
+    "RoomyCache",
+    "RoomyLayer",
+    "buffer_width",
+    "is_roomy",
+    "join_rows",
+    "plain_model_cache",
+]
 
 ROOM = 64
-"""Tokens of room a buffer is made with beyond what it holds."""
+"""Buffers are made ``ROOM`` columns at a time (see :func:`buffer_width`)."""
+
+
+def buffer_width(filled: int) -> int:
+    """Columns of a buffer whose used columns end at ``filled``: the next multiple of ROOM.
+
+    The width depends on ``filled`` alone and a buffer is never filled to its last
+    column, so a layer's views always have the strides that this rule gives their end
+    column, whatever the history that made the buffer. Kernels that cache a plan per
+    shape and stride (torch's cuDNN attention caches one per key length and stride)
+    then meet as many distinct strides as with concatenated, contiguous states.
+
+    Args:
+        filled: The buffer's last used column plus one.
+
+    Returns:
+        The smallest multiple of :data:`ROOM` above ``filled``.
+    """
+    return ROOM * (filled // ROOM + 1)
 
 
 class RoomyLayer(DynamicLayer):  # type: ignore[misc]
@@ -76,7 +105,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         values: torch.Tensor,
         rows: int,
         left: int,
-        right: int | None = None,
+        right: int = 0,
     ) -> None:
         """Copy ``keys``/``values`` into new zeroed buffers with room.
 
@@ -85,10 +114,11 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             values: Their values.
             rows: Rows of the new buffers (at least ``r``).
             left: Columns of room before the states.
-            right: Columns of room after them (default ``ROOM``).
+            right: Columns after them that must be free (the states about to be
+                appended); the width is :func:`buffer_width` of all three.
         """
         held, length = keys.shape[0], keys.shape[-2]
-        width = left + length + (ROOM if right is None else right)
+        width = buffer_width(left + length + right)
         self._key_buffer = keys.new_zeros((rows, keys.shape[1], width, keys.shape[-1]))
         self._value_buffer = values.new_zeros((rows, values.shape[1], width, values.shape[-1]))
         self._key_buffer[:held, :, left : left + length] = keys
@@ -104,14 +134,14 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             self.lazy_initialization(key_states, value_states)
         new = key_states.shape[-2]
         capacity = self._key_buffer.shape[-2] if self._key_buffer is not None else 0
-        if not self._in_buffer() or self._end + new > capacity:
+        if not self._in_buffer() or self._end + new >= capacity:  # the last column stays free
             held = self.keys.numel() > 0
             keys = self.keys if held else key_states[:, :, :0]
             values = self.values if held else value_states[:, :, :0]
             rows = keys.shape[0]
             if self._in_buffer() and self._key_buffer is not None:  # keep its rows of room
                 rows = max(rows, self._key_buffer.shape[0])
-            self._rebuild(keys, values, rows, 0, new + ROOM)
+            self._rebuild(keys, values, rows, 0, new)
         assert self._key_buffer is not None and self._value_buffer is not None
         rows, end = self._rows, self._end
         self._key_buffer[:rows, :, end : end + new] = key_states

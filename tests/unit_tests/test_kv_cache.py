@@ -13,6 +13,7 @@ from langchain_adaptive_rag import kv_cache
 from langchain_adaptive_rag.kv_cache import (
     RoomyCache,
     RoomyLayer,
+    buffer_width,
     is_roomy,
     plain_model_cache,
 )
@@ -32,14 +33,35 @@ def test_appends_equal_concatenation_and_stay_in_one_buffer_while_there_is_room(
     prompt = states(2, 5, 0)
     for layer in (roomy, plain):
         layer.update(prompt, -prompt)
-    buffer = roomy.keys.data_ptr()
-    for step in range(5):  # room for 3: the fourth append moves to a new buffer
+    buffers = [roomy.keys.data_ptr()]
+    for step in range(7):  # 6 columns hold 5; each buffer's last column stays free
         token = states(2, 1, 1000 + 100 * step)
         keys, values = roomy.update(token, -token)
         plain.update(token, -token)
         assert torch.equal(keys, plain.keys) and torch.equal(values, plain.values)
-        assert (roomy.keys.data_ptr() == buffer) == (step < 3)
-    assert roomy.get_seq_length() == 10
+        buffers.append(roomy.keys.data_ptr())
+    moved = [step for step in range(7) if buffers[step + 1] != buffers[step]]
+    assert moved == [0, 3, 6]  # ends 6, 9 and 12: a new buffer at each multiple of ROOM
+    assert roomy.get_seq_length() == 12
+
+
+def test_a_buffer_width_depends_on_its_end_column_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Views of one end column have one set of strides, as concatenated states do."""
+    monkeypatch.setattr(kv_cache, "ROOM", 4)
+    assert [buffer_width(n) for n in (0, 3, 4, 7, 8)] == [4, 4, 8, 8, 12]
+    strides: dict[int, tuple[int, ...]] = {}
+    for prompt_length in range(1, 9):  # prefills of every length, then steps to column 14
+        roomy = RoomyLayer()
+        roomy.update(states(1, prompt_length, 0), states(1, prompt_length, 0))
+        for end in range(prompt_length, 15):
+            if end > prompt_length:
+                token = states(1, 1, 0)
+                roomy.update(token, token)
+            assert roomy.keys.shape[-2] == end
+            stride = roomy.keys.stride()
+            assert strides.setdefault(end, stride) == stride, (prompt_length, end)
+            assert roomy._key_buffer is not None
+            assert roomy._key_buffer.shape[-2] == buffer_width(end)
 
 
 def test_selected_rows_and_dropped_columns_read_like_a_dynamic_layer() -> None:
