@@ -12,6 +12,11 @@ several rounds (only ratios measured in the same run are reported):
 Run: ``python benchmarks/attention_capture.py [--size 20m|110m] [--prompt-lengths 512 2048]``
 (on a GPU: ``--device cuda --dtype bfloat16``, and ``--size 7b`` or ``8b`` for the shapes of
 Llama-2-7B and Llama-3-8B). Target: b/a <= 1.05 at prompts 512 and 2048.
+
+``--profile`` then runs a, b and d once more under ``torch.profiler`` at the first prompt
+length, decoding in the calling thread, and prints per token what each launched and
+waited for (kernel launches, host synchronisations, device time) and b's busiest
+operators: where a GPU run's b/a comes from.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Callable
 
 import torch
 from random_llama import SIZES, build_random_llama
+from torch.profiler import ProfilerActivity, profile
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.generation import CaptureOptions
@@ -71,6 +77,42 @@ def variants(
     }
 
 
+LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+
+
+def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> None:
+    """Print what a, b and d launch and wait for per token, and b's busiest operators."""
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available() and sdpa.hf_model.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    threaded = sdpa.batch_concurrent_calls
+    sdpa.batch_concurrent_calls = False  # decode in this thread: its operators are recorded
+    print("\n| run | kernel launches / token | host syncs / token | device ms / token |")
+    print("|---|---:|---:|---:|")
+    tables = {}
+    try:
+        for key in ("a", "b", "d"):
+            runs[key]()
+            with profile(activities=activities) as prof:
+                runs[key]()
+            events = prof.key_averages()
+            launches = sum(e.count for e in events if e.key in LAUNCHES)
+            syncs = sum(e.count for e in events if e.key in SYNCS)
+            device_us = sum(e.self_device_time_total for e in events if e.key not in LAUNCHES)
+            print(
+                f"| {key} | {launches / NEW_TOKENS:.0f} | {syncs / NEW_TOKENS:.1f} "
+                f"| {device_us / 1000 / NEW_TOKENS:.2f} |"
+            )
+            tables[key] = events.table(
+                sort_by="cpu_time_total", row_limit=20, max_name_column_width=48
+            )
+    finally:
+        sdpa.batch_concurrent_calls = threaded
+    print("\nb's operators by CPU time (64 tokens):\n")
+    print(tables["b"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=list(SIZES), default="20m")
@@ -78,6 +120,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    parser.add_argument("--profile", action="store_true", help="profile a, b and d (see above)")
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     sdpa, eager = build(args.size, args.device, getattr(torch, args.dtype))
@@ -111,6 +154,11 @@ def main() -> None:
             f"| {m['b'] / m['a']:.3f} | {m['c'] / m['a']:.3f} | {m['d'] / m['a']:.3f} |",
             flush=True,
         )
+    if args.profile:
+        prompt = [
+            int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (args.prompt_lengths[0],))
+        ]
+        profiled(sdpa, variants(sdpa, eager, prompt))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,6 @@ step eval_concurrency 200 benchmarks/eval_concurrency.py \
 step attention_capture_110m 60 benchmarks/attention_capture.py \
     --size 110m --device "$device" --rounds 3
 step "attention_capture_$large" 150 benchmarks/attention_capture.py \
-    --size "$large" --device "$device" --dtype "$dtype" --rounds 3
+    --size "$large" --device "$device" --dtype "$dtype" --rounds 3 --profile
 step "shared_prompts_$large" 120 benchmarks/shared_prompts.py \
     --size "$large" --device "$device" --dtype "$dtype" --calls 4 --k 20 --prompts 1024 --rounds 2
