@@ -57,7 +57,7 @@ def build(directory: Path, size: str, device: str | None) -> tuple[LlamaForCausa
     return model, AutoTokenizer.from_pretrained(directory)
 
 
-def _comparable(out: Path) -> dict[str, tuple[object, ...]]:
+def comparable(out: Path) -> dict[str, tuple[object, ...]]:
     """Each question's answer and retrievals (query, documents), by question id."""
     kept = {}
     for record in read_results(out):
@@ -135,7 +135,7 @@ def main() -> None:
                         progress=False,
                     )
                     rates.append(len(test) / (time.perf_counter() - start))
-                    records.append(_comparable(out))
+                    records.append(comparable(out))
                     if chat.prefix_cache is not None:
                         share = chat.prefix_cache.stats.reused_share
                     if chat.engine is not None:
