@@ -750,12 +750,23 @@ class TraceDecoder:
         known = None if masked else step.of_rows(rows)
         return _Distribution.of(logits, step.raw[list(rows)], options, known)
 
+    def _draws(self, present: Sequence[int]) -> list[tuple[int, torch.Generator]]:
+        """The samples that draw a token this step: position in ``present``, generator."""
+        draws = []
+        for i, b in enumerate(present):
+            sample = self.samples[b]
+            if sample.active and not sample.greedy:
+                assert sample.generator is not None  # a sampled sample has its generator
+                draws.append((i, sample.generator))
+        return draws
+
     def _choose_tokens(
         self,
         step: StepLogits,
         rows: Sequence[int],
         present: Sequence[int],
         shared: _Distribution | None = None,
+        drawn: list[int] | AdaptiveRAGError | None = None,
     ) -> Iterator[TokenEvent]:
         """Pick, score and stop-check the next token of each present sample.
 
@@ -765,11 +776,20 @@ class TraceDecoder:
             present: Its sample index on each of those rows.
             shared: Its own distribution over those rows, computed together with other
                 requests' (see :meth:`_shared_key`); ``None``: computed here if needed.
+            drawn: The tokens its sampled samples (:meth:`_draws`) drew together with
+                other requests' from ``shared``, or the error its rows gave; ``None``:
+                drawn here.
         """
         own = shared if shared is not None else self._own_distribution(step, rows, present)
+        draws = self._draws(present)
+        if isinstance(drawn, AdaptiveRAGError):
+            raise drawn
+        if draws and drawn is None:
+            assert own is not None  # sampling always has its own distribution
+            positions = [i for i, _ in draws]
+            drawn = draw_tokens(own.probs[positions], [g for _, g in draws])
+        tokens = dict(zip((i for i, _ in draws), drawn or [], strict=True))
         chosen: list[tuple[int, int]] = []  # (position in rows, token) of active samples
-        drawn: list[int] = []  # positions in rows of the samples that draw a token
-        generators: list[torch.Generator] = []
         for i, b in enumerate(present):
             sample = self.samples[b]
             if not sample.active:
@@ -777,15 +797,8 @@ class TraceDecoder:
             if sample.greedy:
                 token = int(own.greedy[i] if own is not None else step.argmax[rows[i]])
             else:
-                assert sample.generator is not None  # a sampled sample has its generator
-                drawn.append(i)
-                generators.append(sample.generator)
-                token = -1  # drawn below
+                token = tokens[i]
             chosen.append((i, token))
-        if drawn:
-            assert own is not None  # sampling always has its own distribution
-            tokens = iter(draw_tokens(own.probs[drawn], generators))
-            chosen = [(i, next(tokens) if token < 0 else token) for i, token in chosen]
         if own is not None and chosen:  # every chosen token's logprob in one gather
             signal_logp = own.signal_logp
             at = torch.tensor([i for i, _ in chosen], device=signal_logp.device)
@@ -1115,6 +1128,16 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
         AdaptiveRAGError: A row is not a distribution (NaN or infinite entries, or all
             zero): the model's logits were not finite.
     """
+    drawn, ok = _draw(probs, generators)
+    if not all(ok):
+        raise _not_a_distribution([i for i, flag in enumerate(ok) if not flag])
+    return drawn
+
+
+def _draw(
+    probs: torch.Tensor, generators: Sequence[torch.Generator]
+) -> tuple[list[int], list[bool]]:
+    """Each row's drawn token (see :func:`draw_tokens`) and whether the row could draw."""
     if probs.shape[0] != len(generators):
         msg = f"draw_tokens got {probs.shape[0]} rows and {len(generators)} generators."
         raise AdaptiveRAGError(msg)
@@ -1122,16 +1145,17 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
     best, tokens = (probs / noise).max(dim=-1)  # the first maximum, as argmax gives it
     valid = torch.isfinite(best) & (best > 0)  # NaN or inf in the row, or all zero: not
     drawn, ok = torch.stack([tokens, valid.long()]).tolist()
-    if not all(ok):
-        bad = [i for i, flag in enumerate(ok) if not flag]
-        msg = (
-            f"Cannot sample rows {bad}: their probabilities hold NaN or infinite values or "
-            "are all zero (the model's logits were not finite). Expected finite "
-            "logits; check the model's weights and dtype (float16 overflows on some models: "
-            "load it with dtype='bfloat16' or 'float32')."
-        )
-        raise AdaptiveRAGError(msg)
-    return [int(t) for t in drawn]
+    return [int(t) for t in drawn], [bool(flag) for flag in ok]
+
+
+def _not_a_distribution(bad: list[int]) -> AdaptiveRAGError:
+    """The error for rows that cannot be sampled (indices among a call's drawn rows)."""
+    return AdaptiveRAGError(
+        f"Cannot sample rows {bad}: their probabilities hold NaN or infinite values or "
+        "are all zero (the model's logits were not finite). Expected finite "
+        "logits; check the model's weights and dtype (float16 overflows on some models: "
+        "load it with dtype='bfloat16' or 'float32')."
+    )
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: object) -> list[int]:
@@ -1466,13 +1490,18 @@ class _BatchLoop:
         for i, (owner, _) in enumerate(self.rows):
             owned.setdefault(owner, []).append(i)
         samples_of = {r: [self.rows[i][1] for i in present] for r, present in owned.items()}
-        distributions = self._shared_distributions(step, owned, samples_of)
+        for r in owned:
+            if self.decoders[r].stop_requested:
+                self.decoders[r].cancel()
+        distributions, drawn = self._shared_distributions(step, owned, samples_of)
         for r in sorted(owned):
             decoder, present, samples = self.decoders[r], owned[r], samples_of[r]
-            if decoder.stop_requested:
-                decoder.cancel()
             try:
-                events = list(decoder._choose_tokens(step, present, samples, distributions.get(r)))
+                events = list(
+                    decoder._choose_tokens(
+                        step, present, samples, distributions.get(r), drawn.get(r)
+                    )
+                )
             except Exception as error:
                 if not shared:
                     raise
@@ -1484,12 +1513,18 @@ class _BatchLoop:
 
     def _shared_distributions(
         self, step: StepLogits, owned: dict[int, list[int]], samples_of: dict[int, list[int]]
-    ) -> dict[int, _Distribution]:
+    ) -> tuple[dict[int, _Distribution], dict[int, list[int] | AdaptiveRAGError]]:
         """One computation per kind of distribution for the requests that share it.
 
         Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
         one) get their distributions from one pass over all their rows instead of one
-        small pass each; a request alone in its kind computes its own.
+        small pass each, and their samples draw in one :func:`_draw` (each row with its
+        own generator, so each token is the one it draws alone); a request alone in its
+        kind computes and draws its own.
+
+        Returns:
+            Each sharing request's distribution, and its drawn tokens (or the error its
+            rows gave, for it alone).
         """
         groups: dict[tuple[object, ...], list[int]] = {}
         for r, samples in samples_of.items():
@@ -1497,19 +1532,50 @@ class _BatchLoop:
             if key is not None:
                 groups.setdefault(key, []).append(r)
         shared: dict[int, _Distribution] = {}
+        drawn: dict[int, list[int] | AdaptiveRAGError] = {}
         for requests in groups.values():
             if len(requests) < 2:
                 continue
             rows = [i for r in requests for i in owned[r]]
             options = self.decoders[requests[0]].decoding
-            together = _Distribution.of(
-                step.logits[rows], step.raw[rows], options, step.of_rows(rows)
-            )
+            if rows == list(range(len(self.rows))):  # every row, in order: no gather
+                logits, raw = step.logits, step.raw
+            else:
+                logits, raw = step.logits[rows], step.raw[rows]
+            together = _Distribution.of(logits, raw, options, step.of_rows(rows))
             start = 0
             for r in requests:
                 shared[r] = together.part(start, start + len(owned[r]))
                 start += len(owned[r])
-        return shared
+            drawn.update(self._draw_together(requests, together, owned, samples_of))
+        return shared, drawn
+
+    def _draw_together(
+        self,
+        requests: list[int],
+        together: _Distribution,
+        owned: dict[int, list[int]],
+        samples_of: dict[int, list[int]],
+    ) -> dict[int, list[int] | AdaptiveRAGError]:
+        """Draw the sampled samples of ``requests`` (rows of ``together``) at once."""
+        positions: list[int] = []
+        generators: list[torch.Generator] = []
+        spans: dict[int, tuple[int, int]] = {}
+        start = 0
+        for r in requests:
+            draws = self.decoders[r]._draws(samples_of[r])
+            spans[r] = (len(positions), len(positions) + len(draws))
+            positions.extend(start + i for i, _ in draws)
+            generators.extend(g for _, g in draws)
+            start += len(owned[r])
+        if not positions:
+            return {}
+        tokens, ok = _draw(together.probs[positions], generators)
+        drawn: dict[int, list[int] | AdaptiveRAGError] = {}
+        for r, (first, last) in spans.items():
+            bad = [i for i, flag in enumerate(ok[first:last]) if not flag]
+            drawn[r] = _not_a_distribution(bad) if bad else tokens[first:last]
+        return drawn
 
     def _finish_requests(self) -> Iterator[tuple[int, None]]:
         """Set the traces of every request whose samples are all done; announce it."""

@@ -196,6 +196,67 @@ def test_sampling_requests_share_one_distribution_pass(
     assert passes[:2] == [9, 3]  # first step: three requests' 9 rows at once, then the 4th
 
 
+def _sampling_decoders(chat: ChatTransformers) -> list[TraceDecoder]:
+    """Three requests of three samples sharing one kind of distribution, and a fourth."""
+    sampling = DecodingOptions(max_new_tokens=6, do_sample=True, temperature=0.8, top_p=0.9)
+    made = [(PROMPTS[0], 5, 0), (PROMPTS[1], 6, 0), (PROMPTS[2], 7, 0), (PROMPTS[4], 8, 4)]
+    return [
+        TraceDecoder(
+            chat.hf_model,
+            chat.hf_tokenizer,
+            chat.encode(prompt),
+            n=3,
+            decoding=replace(sampling, seed=seed, min_new_tokens=min_new),
+        )
+        for prompt, seed, min_new in made
+    ]
+
+
+def test_requests_sharing_a_distribution_draw_in_one_call(
+    llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = ChatTransformers(model=str(llama_dir))
+    alone = [d.run() for d in _sampling_decoders(chat)]
+    draws: list[int] = []
+    draw = generation._draw
+
+    def counted(probs: torch.Tensor, generators: Any) -> Any:
+        draws.append(probs.shape[0])
+        return draw(probs, generators)
+
+    monkeypatch.setattr(generation, "_draw", counted)
+    decoders = _sampling_decoders(chat)
+    list(decode_together(chat.hf_model, decoders))
+    for d, want in zip(decoders, alone, strict=True):
+        assert_same(d.traces, want)  # each row drew with its own generator, as alone
+    assert draws[:2] == [9, 3]  # first step: three requests' 9 samples at once, then the 4th
+
+
+def test_a_row_that_cannot_draw_fails_only_its_request(
+    llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = ChatTransformers(model=str(llama_dir))
+    alone = [d.run() for d in _sampling_decoders(chat)]
+    calls = {"n": 0}
+    draw = generation._draw
+
+    def second_step_breaks_row_4(probs: torch.Tensor, generators: Any) -> Any:
+        tokens, ok = draw(probs, generators)
+        calls["n"] += 1
+        if calls["n"] == 3:  # the shared draw of the second step (the 4th draws alone)
+            ok[4] = False  # the second request's second sample
+        return tokens, ok
+
+    monkeypatch.setattr(generation, "_draw", second_step_breaks_row_4)
+    decoders = _sampling_decoders(chat)
+    list(decode_together(chat.hf_model, decoders))
+    assert isinstance(decoders[1].error, AdaptiveRAGError)
+    assert "Cannot sample rows [1]" in str(decoders[1].error)
+    for i in (0, 2, 3):
+        assert decoders[i].error is None
+        assert_same(decoders[i].traces, alone[i])
+
+
 def test_engine_hands_the_failure_to_that_caller_alone(llama_dir: Path) -> None:
     chat = ChatTransformers(
         model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=8, min_new_tokens=8
