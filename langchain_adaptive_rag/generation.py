@@ -550,14 +550,28 @@ class StepLogits:
         """Compute the shared values for a ``(rows, vocab)`` logits tensor at once."""
         raw = torch.log_softmax(logits, dim=-1)
         argmax = logits.argmax(dim=-1, keepdim=True)
+        values = [
+            _entropy(raw),
+            torch.logsumexp(logits, dim=-1),
+            raw.gather(-1, argmax).squeeze(-1),
+        ]
+        exact = raw.dtype in (torch.float32, torch.float64) and logits.shape[-1] <= _EXACT_INDEX
+        if exact:  # token ids ride along as floats, exactly
+            values.append(argmax.squeeze(-1).to(raw.dtype))
+        read = torch.stack(values).tolist()  # one read-back (one wait on an accelerator)
+        ids = read[3] if exact else argmax.squeeze(-1).tolist()
         return cls(
             logits=logits,
             raw=raw,
-            entropy=_entropy(raw).tolist(),
-            logsumexp=torch.logsumexp(logits, dim=-1).tolist(),
-            argmax=argmax.squeeze(-1).tolist(),
-            argmax_logprob=raw.gather(-1, argmax).squeeze(-1).tolist(),
+            entropy=read[0],
+            logsumexp=read[1],
+            argmax=[int(i) for i in ids],
+            argmax_logprob=read[2],
         )
+
+
+_EXACT_INDEX = 2**24
+"""Vocabulary sizes whose token ids a float32 holds exactly (every integer up to 2**24)."""
 
 
 @dataclass(frozen=True)

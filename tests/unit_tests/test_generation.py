@@ -179,3 +179,23 @@ def test_draw_tokens_rejects_an_all_zero_row_and_a_generator_count_mismatch() ->
         draw_tokens(probs, [torch.Generator(), torch.Generator()])
     with pytest.raises(AdaptiveRAGError, match="2 rows and 1 generators"):
         draw_tokens(probs, [torch.Generator()])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_step_logits_reads_back_each_rows_values_exactly(dtype: torch.dtype) -> None:
+    """One read-back for the step's values; token ids exact (float32 rides them along)."""
+    torch.manual_seed(0)
+    logits = (torch.randn(5, 1853) * 4).to(dtype)
+    logits[2, 1852] = 50.0  # the last id wins a row: the largest id travels exactly
+    step = generation.StepLogits.of(logits)
+    raw = torch.log_softmax(logits, dim=-1)
+    argmax = logits.argmax(dim=-1)
+    assert step.argmax == argmax.tolist() and step.argmax[2] == 1852
+    assert all(type(i) is int for i in step.argmax)
+    assert step.entropy == generation._entropy(raw).tolist()
+    assert step.logsumexp == torch.logsumexp(logits, dim=-1).tolist()
+    assert step.argmax_logprob == raw.gather(-1, argmax[:, None]).squeeze(-1).tolist()
+    by_hand = [-(p * math.log(p)) for p in torch.softmax(logits[0].double(), -1).tolist() if p]
+    assert step.entropy[0] == pytest.approx(
+        sum(by_hand), rel=1e-2 if dtype == torch.bfloat16 else 1e-5
+    )
