@@ -550,28 +550,37 @@ class StepLogits:
         """Compute the shared values for a ``(rows, vocab)`` logits tensor at once."""
         raw = torch.log_softmax(logits, dim=-1)
         argmax = logits.argmax(dim=-1, keepdim=True)
-        values = [
-            _entropy(raw),
-            torch.logsumexp(logits, dim=-1),
-            raw.gather(-1, argmax).squeeze(-1),
-        ]
-        exact = raw.dtype in (torch.float32, torch.float64) and logits.shape[-1] <= _EXACT_INDEX
-        if exact:  # token ids ride along as floats, exactly
-            values.append(argmax.squeeze(-1).to(raw.dtype))
-        read = torch.stack(values).tolist()  # one read-back (one wait on an accelerator)
-        ids = read[3] if exact else argmax.squeeze(-1).tolist()
+        values = [_entropy(raw), torch.logsumexp(logits, dim=-1), raw.gather(-1, argmax)[:, 0]]
+        (entropy, logsumexp, argmax_logprob), ids = _read_back(
+            values, argmax[:, 0], logits.shape[-1]
+        )
         return cls(
             logits=logits,
             raw=raw,
-            entropy=read[0],
-            logsumexp=read[1],
-            argmax=[int(i) for i in ids],
-            argmax_logprob=read[2],
+            entropy=entropy,
+            logsumexp=logsumexp,
+            argmax=ids,
+            argmax_logprob=argmax_logprob,
         )
 
 
 _EXACT_INDEX = 2**24
 """Vocabulary sizes whose token ids a float32 holds exactly (every integer up to 2**24)."""
+
+
+def _read_back(
+    values: list[torch.Tensor], ids: torch.Tensor, vocab: int
+) -> tuple[list[list[float]], list[int]]:
+    """Per-row float ``values`` and token ``ids`` (below ``vocab``) in one read-back.
+
+    On an accelerator each read-back waits for the device. The ids ride along as floats
+    where that is exact: float32/64 values and ``vocab`` at most :data:`_EXACT_INDEX`.
+    """
+    exact = values[0].dtype in (torch.float32, torch.float64) and vocab <= _EXACT_INDEX
+    if not exact:
+        return torch.stack(values).tolist(), [int(i) for i in ids.tolist()]
+    read = torch.stack([*values, ids.to(values[0].dtype)]).tolist()
+    return read[:-1], [int(i) for i in read[-1]]
 
 
 @dataclass(frozen=True)
@@ -610,6 +619,10 @@ class _Distribution:
         if options.signal_distribution == "processed":
             signal_logp = torch.log_softmax(sampled, dim=-1)
             entropies = None
+        if entropies is None and greedy is None:  # both in one read-back
+            (entropies,), greedy = _read_back(
+                [_entropy(signal_logp)], logits.argmax(dim=-1), logits.shape[-1]
+            )
         return cls(
             probs=torch.softmax(sampled, dim=-1),
             signal_logp=signal_logp,

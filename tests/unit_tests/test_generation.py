@@ -199,3 +199,19 @@ def test_step_logits_reads_back_each_rows_values_exactly(dtype: torch.dtype) -> 
     assert step.entropy[0] == pytest.approx(
         sum(by_hand), rel=1e-2 if dtype == torch.bfloat16 else 1e-5
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("signal", ["raw", "processed"])
+def test_a_distribution_reads_back_its_entropies_and_greedy_tokens_exactly(
+    dtype: torch.dtype, signal: str
+) -> None:
+    torch.manual_seed(1)
+    logits = (torch.randn(4, 1853) * 4).to(dtype)
+    logits[1, 1852] = 50.0
+    options = DecodingOptions(do_sample=True, top_k=50, top_p=0.9, signal_distribution=signal)
+    raw = torch.log_softmax(logits, dim=-1)
+    got = generation._Distribution.of(logits, raw, options)
+    assert got.greedy == logits.argmax(dim=-1).tolist() and got.greedy[1] == 1852
+    assert all(type(i) is int for i in got.greedy)
+    assert got.entropies == generation._entropy(got.signal_logp).tolist()
