@@ -793,7 +793,7 @@ class TraceDecoder:
         rows: Sequence[int],
         present: Sequence[int],
         shared: _Distribution | None = None,
-        drawn: list[int] | AdaptiveRAGError | None = None,
+        drawn: dict[int, int] | AdaptiveRAGError | None = None,
     ) -> Iterator[TokenEvent]:
         """Pick, score and stop-check the next token of each present sample.
 
@@ -804,18 +804,21 @@ class TraceDecoder:
             shared: Its own distribution over those rows, computed together with other
                 requests' (see :meth:`_shared_key`); ``None``: computed here if needed.
             drawn: The tokens its sampled samples (:meth:`_draws`) drew together with
-                other requests' from ``shared``, or the error its rows gave; ``None``:
-                drawn here.
+                other requests' from ``shared``, by position in ``rows``, or the error
+                its rows gave; ``None``: drawn here.
         """
         own = shared if shared is not None else self._own_distribution(step, rows, present)
-        draws = self._draws(present)
         if isinstance(drawn, AdaptiveRAGError):
             raise drawn
-        if draws and drawn is None:
-            assert own is not None  # sampling always has its own distribution
-            positions = [i for i, _ in draws]
-            drawn = draw_tokens(own.probs[positions], [g for _, g in draws])
-        tokens = dict(zip((i for i, _ in draws), drawn or [], strict=True))
+        tokens = drawn
+        if tokens is None:
+            draws = self._draws(present)
+            tokens = {}
+            if draws:
+                assert own is not None  # sampling always has its own distribution
+                positions = [i for i, _ in draws]
+                drawn_here = draw_tokens(own.probs[positions], [g for _, g in draws])
+                tokens = dict(zip(positions, drawn_here, strict=True))
         chosen: list[tuple[int, int]] = []  # (position in rows, token) of active samples
         for i, b in enumerate(present):
             sample = self.samples[b]
@@ -1540,7 +1543,7 @@ class _BatchLoop:
 
     def _shared_distributions(
         self, step: StepLogits, owned: dict[int, list[int]], samples_of: dict[int, list[int]]
-    ) -> tuple[dict[int, _Distribution], dict[int, list[int] | AdaptiveRAGError]]:
+    ) -> tuple[dict[int, _Distribution], dict[int, dict[int, int] | AdaptiveRAGError]]:
         """One computation per kind of distribution for the requests that share it.
 
         Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
@@ -1559,7 +1562,7 @@ class _BatchLoop:
             if key is not None:
                 groups.setdefault(key, []).append(r)
         shared: dict[int, _Distribution] = {}
-        drawn: dict[int, list[int] | AdaptiveRAGError] = {}
+        drawn: dict[int, dict[int, int] | AdaptiveRAGError] = {}
         for requests in groups.values():
             if len(requests) < 2:
                 continue
@@ -1583,25 +1586,34 @@ class _BatchLoop:
         together: _Distribution,
         owned: dict[int, list[int]],
         samples_of: dict[int, list[int]],
-    ) -> dict[int, list[int] | AdaptiveRAGError]:
-        """Draw the sampled samples of ``requests`` (rows of ``together``) at once."""
-        positions: list[int] = []
+    ) -> dict[int, dict[int, int] | AdaptiveRAGError]:
+        """Draw the sampled samples of ``requests`` (rows of ``together``) at once.
+
+        Returns:
+            Each request's tokens by position among its rows, or the error its rows gave.
+        """
+        positions: list[int] = []  # rows of ``together`` that draw
         generators: list[torch.Generator] = []
-        spans: dict[int, tuple[int, int]] = {}
+        mine: dict[int, list[int]] = {}  # each request's drawing positions among its rows
         start = 0
         for r in requests:
             draws = self.decoders[r]._draws(samples_of[r])
-            spans[r] = (len(positions), len(positions) + len(draws))
+            mine[r] = [i for i, _ in draws]
             positions.extend(start + i for i, _ in draws)
             generators.extend(g for _, g in draws)
             start += len(owned[r])
         if not positions:
             return {}
         tokens, ok = _draw(together.probs[positions], generators)
-        drawn: dict[int, list[int] | AdaptiveRAGError] = {}
-        for r, (first, last) in spans.items():
+        drawn: dict[int, dict[int, int] | AdaptiveRAGError] = {}
+        first = 0
+        for r, at in mine.items():
+            last = first + len(at)
             bad = [i for i, flag in enumerate(ok[first:last]) if not flag]
-            drawn[r] = _not_a_distribution(bad) if bad else tokens[first:last]
+            drawn[r] = (
+                _not_a_distribution(bad) if bad else dict(zip(at, tokens[first:last], strict=True))
+            )
+            first = last
         return drawn
 
     def _finish_requests(self) -> Iterator[tuple[int, None]]:
