@@ -195,7 +195,7 @@ class DecodeEngine:
         self._closing = False
         self._condition = threading.Condition()
         self._worker: threading.Thread | None = None
-        self._idle = 0.0  # seconds the thread has waited in turns of a long linger
+        self._idle_since: float | None = None  # when the thread last ran out of work
         self.batch_sizes: Counter[int] = Counter()
         """How many loops started with each number of requests (for measurements)."""
         self.joined = 0
@@ -372,20 +372,21 @@ class DecodeEngine:
         """
         linger = self.linger()
         with self._condition:
-            if not self._pending and not self._side and not self._closing:
-                self._condition.wait(min(linger, IDLE_CHECK_SECONDS))
             if not self._pending and not self._side:
-                if self._closing or linger <= IDLE_CHECK_SECONDS:
-                    self._worker = None  # idle: end the thread (and its OpenMP team)
-                    self._closing = False
-                    return False
-                if linger < math.inf:  # waited one turn of a long linger
-                    self._idle += IDLE_CHECK_SECONDS
-                    if self._idle >= linger:
-                        self._worker = None
+                now = time.monotonic()
+                if self._idle_since is None:
+                    self._idle_since = now
+                left = linger - (now - self._idle_since)
+                if not self._closing and left > 0:
+                    self._condition.wait(min(left, IDLE_CHECK_SECONDS))
+                if not self._pending and not self._side:
+                    if self._closing or time.monotonic() - self._idle_since >= linger:
+                        self._worker = None  # idle: end the thread (and its OpenMP team)
+                        self._closing = False
+                        self._idle_since = None
                         return False
-                return True
-            self._idle = 0.0
+                    return True
+            self._idle_since = None
         with self.lock:
             self._run_side_jobs()
         batch, capture = self._take_batch()
