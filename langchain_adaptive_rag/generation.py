@@ -448,14 +448,34 @@ def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Mo
     return chosen if site == "residual" else _child(chosen, _MLP_NAMES, "MLP")
 
 
+@dataclass(frozen=True)
+class _Captured:
+    """Host copies of what one forward pass captured (``None``: not captured)."""
+
+    hidden: np.ndarray | None
+    """``(batch, hidden size)`` each row's hidden state at its last position."""
+    rows: np.ndarray | None
+    """``(batch, keys)`` each row's newest attention row, averaged over heads."""
+    head_max: np.ndarray | None
+    """``(batch, keys)`` its maximum over heads."""
+
+
 class _Hooks:
-    """Forward hooks on one layer that keep the latest attention rows and hidden state."""
+    """Forward hooks on one layer that keep the latest attention rows and hidden state.
+
+    They stay on the model's device (float32) until :meth:`read` reads them back with a
+    step's logits: hooks that copied them to the host would wait for the device in the
+    middle of each forward pass.
+    """
 
     def __init__(self, model: PreTrainedModel, capture: CaptureOptions) -> None:
         self.capture = capture
-        self.rows: np.ndarray | None = None
-        self.head_max: np.ndarray | None = None
-        self.hidden: np.ndarray | None = None
+        self.rows: torch.Tensor | None = None
+        """``(batch, keys)`` the newest query's attention weights, averaged over heads."""
+        self.head_max: torch.Tensor | None = None
+        """``(batch, keys)`` the same weights' maximum over heads."""
+        self.hidden: torch.Tensor | None = None
+        """``(batch, hidden size)`` the hidden state of each row's last position."""
         self.paused = False
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._attention: AttentionCapture | None = None
@@ -466,6 +486,21 @@ class _Hooks:
         if capture.hidden:
             module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
             self._handles.append(module.register_forward_hook(self._on_hidden))
+
+    def read(self, logits: torch.Tensor, *, rows: bool = True) -> tuple[StepLogits, _Captured]:
+        """The step's values of ``logits`` and the last forward pass's captures.
+
+        Both come back in one read-back (one wait for the device).
+
+        Args:
+            logits: ``(rows, vocab)`` the pass's next-token logits.
+            rows: Read the attention rows too (a prefill keeps only hidden states).
+        """
+        wanted = (self.hidden, self.rows if rows else None, self.head_max if rows else None)
+        step, host = StepLogits.read(logits, [t for t in wanted if t is not None])
+        arrays = iter(host)
+        hidden, attention, head_max = (next(arrays) if t is not None else None for t in wanted)
+        return step, _Captured(hidden=hidden, rows=attention, head_max=head_max)
 
     def pause(self, paused: bool) -> None:
         """Stop (or resume) reading forward passes: the model is used for something else."""
@@ -480,9 +515,9 @@ class _Hooks:
             return
         assert self._attention is not None and self._attention.weights is not None
         last = self._attention.weights[:, :, -1, :]  # (batch, heads, kv): the newest row
-        self.rows = last.mean(dim=1).cpu().numpy()
+        self.rows = last.mean(dim=1)
         if self.capture.attention_head_max:
-            self.head_max = last.amax(dim=1).cpu().numpy()
+            self.head_max = last.amax(dim=1)
 
     def _on_hidden(self, module: nn.Module, args: object, output: object) -> None:
         if self.paused:
@@ -491,7 +526,8 @@ class _Hooks:
         if not isinstance(states, torch.Tensor):
             msg = f"Expected a tensor from {type(module).__name__}, got {type(states).__name__}."
             raise AdaptiveRAGError(msg)
-        self.hidden = states[:, -1, :].float().cpu().numpy()
+        self.hidden = states[:, -1, :].to(torch.float32, copy=True)  # later layers may
+        # write into their input in place
 
     def remove(self) -> None:
         for handle in self._handles:
@@ -541,26 +577,59 @@ class StepLogits:
     argmax_logprob: list[float]
     """Its log-probability under the raw distribution."""
 
-    def of_rows(self, rows: Sequence[int]) -> tuple[list[float], list[int]]:
-        """The raw entropies and most likely tokens of ``rows``."""
-        return [self.entropy[i] for i in rows], [self.argmax[i] for i in rows]
+    def of_rows(self, rows: Sequence[int]) -> tuple[list[float], list[int], list[float]]:
+        """The raw entropies, most likely tokens and their logprobs of ``rows``."""
+        return (
+            [self.entropy[i] for i in rows],
+            [self.argmax[i] for i in rows],
+            [self.argmax_logprob[i] for i in rows],
+        )
 
     @classmethod
     def of(cls, logits: torch.Tensor) -> StepLogits:
         """Compute the shared values for a ``(rows, vocab)`` logits tensor at once."""
+        return cls.read(logits, [])[0]
+
+    @classmethod
+    def read(
+        cls, logits: torch.Tensor, captured: Sequence[torch.Tensor]
+    ) -> tuple[StepLogits, list[np.ndarray]]:
+        """The shared values, and host copies of ``captured``, in one read-back.
+
+        Args:
+            logits: ``(rows, vocab)`` logits.
+            captured: Tensors the forward pass captured (attention rows, hidden states);
+                on an accelerator, reading them with the step's values waits for the
+                device once instead of once each.
+
+        Returns:
+            The step's values, and each captured tensor as a host array of its shape.
+        """
         raw = torch.log_softmax(logits, dim=-1)
         argmax = logits.argmax(dim=-1, keepdim=True)
         values = [_entropy(raw), torch.logsumexp(logits, dim=-1), raw.gather(-1, argmax)[:, 0]]
-        (entropy, logsumexp, argmax_logprob), ids = _read_back(
-            values, argmax[:, 0], logits.shape[-1]
+        (entropy, logsumexp, argmax_logprob), ids, host = _read_back(
+            values, argmax[:, 0], logits.shape[-1], captured
         )
-        return cls(
+        step = cls(
             logits=logits,
             raw=raw,
             entropy=entropy,
             logsumexp=logsumexp,
             argmax=ids,
             argmax_logprob=argmax_logprob,
+        )
+        return step, host
+
+    def joined(self, other: StepLogits) -> StepLogits:
+        """This step's rows followed by ``other``'s (rows that joined the batch)."""
+        return StepLogits(
+            logits=torch.cat([self.logits, other.logits]),
+            raw=torch.cat([self.raw, other.raw]),
+            entropy=self.entropy + other.entropy,
+            logsumexp=self.logsumexp + other.logsumexp,
+            argmax=self.argmax + other.argmax,
+            argmax_logprob=self.argmax_logprob + other.argmax_logprob,
         )
 
 
@@ -569,18 +638,41 @@ _EXACT_INDEX = 2**24
 
 
 def _read_back(
-    values: list[torch.Tensor], ids: torch.Tensor, vocab: int
-) -> tuple[list[list[float]], list[int]]:
-    """Per-row float ``values`` and token ``ids`` (below ``vocab``) in one read-back.
+    values: list[torch.Tensor],
+    ids: torch.Tensor,
+    vocab: int,
+    captured: Sequence[torch.Tensor] = (),
+) -> tuple[list[list[float]], list[int], list[np.ndarray]]:
+    """Per-row float ``values``, token ``ids`` (below ``vocab``) and ``captured`` tensors.
 
-    On an accelerator each read-back waits for the device. The ids ride along as floats
-    where that is exact: float32/64 values and ``vocab`` at most :data:`_EXACT_INDEX`.
+    On an accelerator each read-back waits for the device, so everything travels in one
+    float32 buffer where that is exact: float32 values and captures, and ``vocab`` at
+    most :data:`_EXACT_INDEX` (the ids ride along as floats). Otherwise the values, the
+    ids and each capture are read back apart.
+
+    Returns:
+        The values as lists per row, the ids, and each capture as a host array.
     """
-    exact = values[0].dtype in (torch.float32, torch.float64) and vocab <= _EXACT_INDEX
+    float32 = torch.float32
+    exact = (
+        values[0].dtype == float32
+        and vocab <= _EXACT_INDEX
+        and all(t.dtype == float32 for t in captured)
+    )
     if not exact:
-        return torch.stack(values).tolist(), [int(i) for i in ids.tolist()]
-    read = torch.stack([*values, ids.to(values[0].dtype)]).tolist()
-    return read[:-1], [int(i) for i in read[-1]]
+        host = [t.cpu().numpy() for t in captured]
+        return torch.stack(values).tolist(), [int(i) for i in ids.tolist()], host
+    device = values[0].device
+    parts = [torch.stack([*values, ids.to(float32)]).reshape(-1)]
+    parts += [t.to(device).reshape(-1) for t in captured]
+    flat = (torch.cat(parts) if len(parts) > 1 else parts[0]).cpu().numpy()
+    rows = len(ids)
+    read = flat[: (len(values) + 1) * rows].reshape(len(values) + 1, rows).tolist()
+    host, start = [], (len(values) + 1) * rows
+    for t in captured:
+        host.append(flat[start : start + t.numel()].reshape(t.shape))
+        start += t.numel()
+    return read[:-1], [int(i) for i in read[-1]], host
 
 
 @dataclass(frozen=True)
@@ -599,6 +691,8 @@ class _Distribution:
     """Entropy of each row's ``signal_logp``."""
     greedy: list[int]
     """Each row's most likely token (after the EOS mask, before temperature)."""
+    greedy_logprob: list[float]
+    """Its log-probability under ``signal_logp``."""
 
     @classmethod
     def of(
@@ -606,28 +700,33 @@ class _Distribution:
         logits: torch.Tensor,
         raw: torch.Tensor,
         options: DecodingOptions,
-        step: tuple[list[float], list[int]] | None = None,
+        step: tuple[list[float], list[int], list[float]] | None = None,
     ) -> _Distribution:
         """The distribution of ``logits`` (EOS mask applied), with their raw log-softmax.
 
-        ``step``: the rows' raw entropies and most likely tokens, when the step computed
-        them for these very logits (no EOS mask): they are not computed again.
+        ``step``: the rows' raw entropies, most likely tokens and their raw logprobs, when
+        the step computed them for these very logits (no EOS mask): with the raw signal
+        they are not computed again; otherwise every value is read back at once.
         """
         sampled = _warp(logits, options) if options.sampling else logits
-        signal_logp = raw
-        entropies, greedy = step if step is not None else (None, None)
-        if options.signal_distribution == "processed":
-            signal_logp = torch.log_softmax(sampled, dim=-1)
-            entropies = None
-        if entropies is None and greedy is None:  # both in one read-back
-            (entropies,), greedy = _read_back(
-                [_entropy(signal_logp)], logits.argmax(dim=-1), logits.shape[-1]
+        if options.signal_distribution == "raw" and step is not None:
+            entropies, greedy, greedy_logprob = step
+            signal_logp = raw
+        else:
+            signal_logp = raw
+            if options.signal_distribution == "processed":
+                signal_logp = torch.log_softmax(sampled, dim=-1)
+            ids = logits.argmax(dim=-1)
+            picked = signal_logp.gather(-1, ids[:, None])[:, 0]
+            (entropies, greedy_logprob), greedy, _ = _read_back(
+                [_entropy(signal_logp), picked], ids, logits.shape[-1]
             )
         return cls(
             probs=torch.softmax(sampled, dim=-1),
             signal_logp=signal_logp,
-            entropies=entropies if entropies is not None else _entropy(signal_logp).tolist(),
-            greedy=greedy if greedy is not None else logits.argmax(dim=-1).tolist(),
+            entropies=entropies,
+            greedy=greedy,
+            greedy_logprob=greedy_logprob,
         )
 
     def part(self, start: int, stop: int) -> _Distribution:
@@ -637,7 +736,12 @@ class _Distribution:
             signal_logp=self.signal_logp[start:stop],
             entropies=self.entropies[start:stop],
             greedy=self.greedy[start:stop],
+            greedy_logprob=self.greedy_logprob[start:stop],
         )
+
+
+_Drawn = dict[int, tuple[int, float]]
+"""Tokens drawn for a request's samples: position among its rows -> (token, logprob)."""
 
 
 class TraceDecoder:
@@ -793,7 +897,7 @@ class TraceDecoder:
         rows: Sequence[int],
         present: Sequence[int],
         shared: _Distribution | None = None,
-        drawn: dict[int, int] | AdaptiveRAGError | None = None,
+        drawn: _Drawn | AdaptiveRAGError | None = None,
     ) -> Iterator[TokenEvent]:
         """Pick, score and stop-check the next token of each present sample.
 
@@ -804,39 +908,37 @@ class TraceDecoder:
             shared: Its own distribution over those rows, computed together with other
                 requests' (see :meth:`_shared_key`); ``None``: computed here if needed.
             drawn: The tokens its sampled samples (:meth:`_draws`) drew together with
-                other requests' from ``shared``, by position in ``rows``, or the error
-                its rows gave; ``None``: drawn here.
+                other requests' from ``shared`` and their logprobs, by position in
+                ``rows``, or the error its rows gave; ``None``: drawn here.
         """
         own = shared if shared is not None else self._own_distribution(step, rows, present)
         if isinstance(drawn, AdaptiveRAGError):
             raise drawn
         tokens = drawn
         if tokens is None:
-            draws = self._draws(present)
             tokens = {}
+            draws = self._draws(present)
             if draws:
                 assert own is not None  # sampling always has its own distribution
                 positions = [i for i, _ in draws]
-                drawn_here = draw_tokens(own.probs[positions], [g for _, g in draws])
-                tokens = dict(zip(positions, drawn_here, strict=True))
-        chosen: list[tuple[int, int]] = []  # (position in rows, token) of active samples
+                got, ok, logprobs = _draw(
+                    own.probs[positions], [g for _, g in draws], own.signal_logp[positions]
+                )
+                if not all(ok):
+                    raise _not_a_distribution([i for i, flag in enumerate(ok) if not flag])
+                tokens = dict(zip(positions, zip(got, logprobs, strict=True), strict=True))
+        chosen: list[tuple[int, int, float]] = []  # (position in rows, token, logprob)
         for i, b in enumerate(present):
             sample = self.samples[b]
             if not sample.active:
                 continue
-            if sample.greedy:
-                token = int(own.greedy[i] if own is not None else step.argmax[rows[i]])
-            else:
-                token = tokens[i]
-            chosen.append((i, token))
-        if own is not None and chosen:  # every chosen token's logprob in one gather
-            signal_logp = own.signal_logp
-            at = torch.tensor([i for i, _ in chosen], device=signal_logp.device)
-            picked = torch.tensor([t for _, t in chosen], device=signal_logp.device)
-            logprobs = signal_logp[at, picked].tolist()
-        else:  # greedy on the raw distribution: the argmax's logprob, computed for all rows
-            logprobs = [step.argmax_logprob[rows[i]] for i, _ in chosen]
-        for (i, token), logprob in zip(chosen, logprobs, strict=True):
+            if not sample.greedy:
+                chosen.append((i, *tokens[i]))
+            elif own is not None:
+                chosen.append((i, own.greedy[i], own.greedy_logprob[i]))
+            else:  # greedy on the raw distribution: computed for every row of the step
+                chosen.append((i, step.argmax[rows[i]], step.argmax_logprob[rows[i]]))
+        for i, token, logprob in chosen:
             b, row = present[i], rows[i]
             sample = self.samples[b]
             if token in self.eos_ids:
@@ -1158,24 +1260,34 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
         AdaptiveRAGError: A row is not a distribution (NaN or infinite entries, or all
             zero): the model's logits were not finite.
     """
-    drawn, ok = _draw(probs, generators)
+    drawn, ok, _ = _draw(probs, generators)
     if not all(ok):
         raise _not_a_distribution([i for i, flag in enumerate(ok) if not flag])
     return drawn
 
 
 def _draw(
-    probs: torch.Tensor, generators: Sequence[torch.Generator]
-) -> tuple[list[int], list[bool]]:
-    """Each row's drawn token (see :func:`draw_tokens`) and whether the row could draw."""
+    probs: torch.Tensor,
+    generators: Sequence[torch.Generator],
+    logp: torch.Tensor | None = None,
+) -> tuple[list[int], list[bool], list[float]]:
+    """Each row's drawn token (see :func:`draw_tokens`) and whether the row could draw.
+
+    With ``logp`` (rows like ``probs``), also each drawn token's log-probability under it;
+    tokens, flags and log-probabilities come back in one read-back.
+    """
     if probs.shape[0] != len(generators):
         msg = f"draw_tokens got {probs.shape[0]} rows and {len(generators)} generators."
         raise AdaptiveRAGError(msg)
     noise = exponential_noise(probs, generators)
     best, tokens = (probs / noise).max(dim=-1)  # the first maximum, as argmax gives it
     valid = torch.isfinite(best) & (best > 0)  # NaN or inf in the row, or all zero: not
-    drawn, ok = torch.stack([tokens, valid.long()]).tolist()
-    return [int(t) for t in drawn], [bool(flag) for flag in ok]
+    values = [valid.to(logp.dtype if logp is not None else torch.float32)]
+    if logp is not None:
+        values.append(logp.gather(-1, tokens[:, None])[:, 0])
+    read, drawn, _ = _read_back(values, tokens, probs.shape[-1])
+    logprobs = read[1] if logp is not None else []
+    return drawn, [flag == 1 for flag in read[0]], logprobs
 
 
 def _not_a_distribution(bad: list[int]) -> AdaptiveRAGError:
@@ -1320,7 +1432,8 @@ class _BatchLoop:
         self.padded = False
         self.cache: Any = None
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
-        self.logits = torch.zeros((0, 0), device=self.device)
+        self.step: StepLogits | None = None
+        """Each row's next-token logits and their shared values (read back once a step)."""
         self.unfinished: set[int] = set(range(len(decoders)))
         """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
         self._arranged = True
@@ -1386,11 +1499,13 @@ class _BatchLoop:
         own = [r for r in requests if r not in shared]
         rows = [(r, b) for r in own + shared for b in range(len(self.decoders[r].samples))]
         order = [at[r] for r, _ in rows]  # one prefill serves every sample of a request
-        if self.hooks.hidden is not None:
-            for r, b in rows:
-                self.decoders[r]._store_hidden(b, self.hooks.hidden[at[r]])
         logits = out.logits[:, -1, :].float()[torch.tensor(order, device=self.device)]
-        self.logits = logits if self.cache is None else torch.cat([self.logits, logits])
+        values, captured = self.hooks.read(logits, rows=False)
+        if captured.hidden is not None:
+            for r, b in rows:
+                self.decoders[r]._store_hidden(b, captured.hidden[at[r]])
+        joining = self.cache is not None and self.step is not None
+        self.step = self.step.joined(values) if joining and self.step else values
         if shared:  # their prompts are held once; their rows start with no columns
             self.prompts.add(cache, mask, [at[r] for r in shared], shared)
         own_rows = order[: len(order) - sum(len(self.decoders[r].samples) for r in shared)]
@@ -1515,7 +1630,8 @@ class _BatchLoop:
     def _choose(self) -> Iterator[tuple[int, TokenEvent]]:
         """Pick, score and stop-check each sample, one request at a time."""
         shared = len(self.decoders) > 1 or self.admit is not None
-        step = StepLogits.of(self.logits)
+        step = self.step
+        assert step is not None  # set by every forward pass
         owned: dict[int, list[int]] = {}  # request -> its rows, in request order
         for i, (owner, _) in enumerate(self.rows):
             owned.setdefault(owner, []).append(i)
@@ -1543,7 +1659,7 @@ class _BatchLoop:
 
     def _shared_distributions(
         self, step: StepLogits, owned: dict[int, list[int]], samples_of: dict[int, list[int]]
-    ) -> tuple[dict[int, _Distribution], dict[int, dict[int, int] | AdaptiveRAGError]]:
+    ) -> tuple[dict[int, _Distribution], dict[int, _Drawn | AdaptiveRAGError]]:
         """One computation per kind of distribution for the requests that share it.
 
         Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
@@ -1562,7 +1678,7 @@ class _BatchLoop:
             if key is not None:
                 groups.setdefault(key, []).append(r)
         shared: dict[int, _Distribution] = {}
-        drawn: dict[int, dict[int, int] | AdaptiveRAGError] = {}
+        drawn: dict[int, _Drawn | AdaptiveRAGError] = {}
         for requests in groups.values():
             if len(requests) < 2:
                 continue
@@ -1586,11 +1702,12 @@ class _BatchLoop:
         together: _Distribution,
         owned: dict[int, list[int]],
         samples_of: dict[int, list[int]],
-    ) -> dict[int, dict[int, int] | AdaptiveRAGError]:
+    ) -> dict[int, _Drawn | AdaptiveRAGError]:
         """Draw the sampled samples of ``requests`` (rows of ``together``) at once.
 
         Returns:
-            Each request's tokens by position among its rows, or the error its rows gave.
+            Each request's tokens and their logprobs by position among its rows, or the
+            error its rows gave.
         """
         positions: list[int] = []  # rows of ``together`` that draw
         generators: list[torch.Generator] = []
@@ -1604,15 +1721,16 @@ class _BatchLoop:
             start += len(owned[r])
         if not positions:
             return {}
-        tokens, ok = _draw(together.probs[positions], generators)
-        drawn: dict[int, dict[int, int] | AdaptiveRAGError] = {}
+        tokens, ok, logprobs = _draw(
+            together.probs[positions], generators, together.signal_logp[positions]
+        )
+        drawn: dict[int, _Drawn | AdaptiveRAGError] = {}
         first = 0
         for r, at in mine.items():
             last = first + len(at)
             bad = [i for i, flag in enumerate(ok[first:last]) if not flag]
-            drawn[r] = (
-                _not_a_distribution(bad) if bad else dict(zip(at, tokens[first:last], strict=True))
-            )
+            picked = zip(tokens[first:last], logprobs[first:last], strict=True)
+            drawn[r] = _not_a_distribution(bad) if bad else dict(zip(at, picked, strict=True))
             first = last
         return drawn
 
@@ -1652,14 +1770,13 @@ class _BatchLoop:
                 out = self.model(input_ids=inputs, use_cache=True, **step)
         else:
             out = self.model(input_ids=inputs, use_cache=True, **step)
-        self.logits = out.logits[:, -1, :].float()
-        hooks = self.hooks
+        self.step, captured = self.hooks.read(out.logits[:, -1, :].float())
         for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
-            if hooks.hidden is not None:
-                self.decoders[r]._store_hidden(b, hooks.hidden[i])
-            if hooks.rows is not None:
-                head_max = hooks.head_max[i] if hooks.head_max is not None else None
-                self.decoders[r]._store_row(b, self.positions[i], hooks.rows[i], head_max)
+            if captured.hidden is not None:
+                self.decoders[r]._store_hidden(b, captured.hidden[i])
+            if captured.rows is not None:
+                head_max = captured.head_max[i] if captured.head_max is not None else None
+                self.decoders[r]._store_row(b, self.positions[i], captured.rows[i], head_max)
 
 
 def _cache_keyword(model: PreTrainedModel) -> str:

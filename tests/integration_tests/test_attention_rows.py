@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -101,3 +102,37 @@ def test_attention_that_bypasses_the_interface_fails_with_the_fix(
     with pytest.raises(AttentionUnavailableError, match="does not call transformers'") as caught:
         sdpa.generate_trace(PROMPT, **trace_options(sdpa, max_new_tokens=2, attention=True))
     assert 'attn_implementation="eager"' in str(caught.value)
+
+
+@pytest.mark.parametrize("options", [{}, {"do_sample": True, "n": 3, "include_greedy": True}])
+def test_capture_reads_back_once_per_forward_pass(
+    tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, options: dict[str, object]
+) -> None:
+    """Rows, hidden states, logprobs and drawn tokens wait for the device once a pass.
+
+    On an accelerator each host read waits for the device; the hooks keep their captures
+    on the device until the step's read-back, and sampled tokens bring their logprobs.
+    """
+    sdpa = ChatTransformers(model=str(tiny_model_dirs["llama"]), attn_implementation="sdpa")
+    capture = {"attention": True, "attention_head_max": True, "hidden": True}
+    kwargs = trace_options(sdpa, max_new_tokens=10, min_new_tokens=0, seed=5, **capture, **options)
+    passes: list[int] = []
+    handle = sdpa.hf_model.register_forward_hook(lambda *_: passes.append(1))
+    reads: list[str] = []
+    for name in ("cpu", "tolist", "item"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *a: object, _f: Any = original, _n: str = name) -> Any:
+            reads.append(_n)
+            return _f(self, *a)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    try:
+        traces = sdpa.generate_trace(PROMPT, **kwargs)
+    finally:
+        monkeypatch.undo()
+        handle.remove()
+    assert all(t.attention is not None and t.hidden is not None for t in traces)
+    sampled = 1 if options else 0  # a sampled step reads its draws back once more
+    assert len(passes) > 5
+    assert len(reads) <= len(passes) * (1 + sampled)

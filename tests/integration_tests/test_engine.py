@@ -220,9 +220,9 @@ def test_requests_sharing_a_distribution_draw_in_one_call(
     draws: list[int] = []
     draw = generation._draw
 
-    def counted(probs: torch.Tensor, generators: Any) -> Any:
+    def counted(probs: torch.Tensor, generators: Any, logp: Any = None) -> Any:
         draws.append(probs.shape[0])
-        return draw(probs, generators)
+        return draw(probs, generators, logp)
 
     monkeypatch.setattr(generation, "_draw", counted)
     decoders = _sampling_decoders(chat)
@@ -240,12 +240,12 @@ def test_a_row_that_cannot_draw_fails_only_its_request(
     calls = {"n": 0}
     draw = generation._draw
 
-    def second_step_breaks_row_4(probs: torch.Tensor, generators: Any) -> Any:
-        tokens, ok = draw(probs, generators)
+    def second_step_breaks_row_4(probs: torch.Tensor, generators: Any, logp: Any = None) -> Any:
+        tokens, ok, logprobs = draw(probs, generators, logp)
         calls["n"] += 1
         if calls["n"] == 3:  # the shared draw of the second step (the 4th draws alone)
             ok[4] = False  # the second request's second sample
-        return tokens, ok
+        return tokens, ok, logprobs
 
     monkeypatch.setattr(generation, "_draw", second_step_breaks_row_4)
     decoders = _sampling_decoders(chat)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -215,3 +217,74 @@ def test_a_distribution_reads_back_its_entropies_and_greedy_tokens_exactly(
     assert got.greedy == logits.argmax(dim=-1).tolist() and got.greedy[1] == 1852
     assert all(type(i) is int for i in got.greedy)
     assert got.entropies == generation._entropy(got.signal_logp).tolist()
+
+
+def test_step_values_and_captures_come_back_in_one_read_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Attention rows and hidden states travel with the step's values, each exact."""
+    torch.manual_seed(2)
+    logits = torch.randn(3, 1853) * 4
+    captured = [torch.randn(3, 40), torch.rand(3, 17), torch.randn(3, 8)]
+    alone = generation.StepLogits.of(logits)
+    reads: list[str] = []
+    for name in ("cpu", "tolist", "item"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *a: Any, _f: Any = original, _n: str = name) -> Any:
+            reads.append(_n)
+            return _f(self, *a)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    step, host = generation.StepLogits.read(logits, captured)
+    monkeypatch.undo()
+    assert reads == ["cpu"]
+    assert (step.entropy, step.logsumexp) == (alone.entropy, alone.logsumexp)
+    assert (step.argmax, step.argmax_logprob) == (alone.argmax, alone.argmax_logprob)
+    for got, want in zip(host, captured, strict=True):
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_captures_in_another_dtype_are_read_back_apart_and_exact() -> None:
+    logits = torch.randn(2, 50)
+    hidden = torch.randn(2, 6, dtype=torch.float64)
+    step, (host,) = generation.StepLogits.read(logits, [hidden])
+    np.testing.assert_array_equal(host, hidden.numpy())
+    assert step.argmax == logits.argmax(dim=-1).tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_drawn_tokens_come_with_their_logprobs(dtype: torch.dtype) -> None:
+    torch.manual_seed(3)
+    logits = (torch.randn(4, 300) * 3).to(dtype)
+    logp = torch.log_softmax(logits, dim=-1)
+    probs = torch.softmax(logits.float(), dim=-1)
+    seeds = (11, 12, 13, 14)
+    tokens, ok, logprobs = generation._draw(
+        probs, [torch.Generator().manual_seed(s) for s in seeds], logp
+    )
+    assert ok == [True] * 4
+    assert tokens == draw_tokens(probs, [torch.Generator().manual_seed(s) for s in seeds])
+    assert logprobs == logp[torch.arange(4), torch.tensor(tokens)].tolist()
+
+
+@pytest.mark.parametrize("signal", ["raw", "processed"])
+@pytest.mark.parametrize("known", [True, False])
+def test_a_distribution_knows_its_greedy_tokens_logprobs(signal: str, known: bool) -> None:
+    torch.manual_seed(4)
+    logits = torch.randn(5, 400) * 4
+    logits[3, 7] = 40.0
+    masked = logits.clone()
+    if not known:  # an EOS mask: the step's values do not apply
+        masked[:, 7] = -math.inf
+    options = DecodingOptions(do_sample=True, top_k=20, top_p=0.9, signal_distribution=signal)
+    raw = torch.log_softmax(logits, dim=-1)
+    step = generation.StepLogits.of(logits).of_rows(range(5)) if known else None
+    got = generation._Distribution.of(masked, raw, options, step)
+    want_ids = masked.argmax(dim=-1)
+    assert got.greedy == want_ids.tolist() and (got.greedy[3] == 7) == known
+    want = got.signal_logp.gather(-1, want_ids[:, None])[:, 0].tolist()
+    assert got.greedy_logprob == want
+    part = got.part(1, 3)
+    assert (part.greedy, part.greedy_logprob) == (got.greedy[1:3], want[1:3])
