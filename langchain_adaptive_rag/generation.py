@@ -487,17 +487,21 @@ class _Hooks:
             module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
             self._handles.append(module.register_forward_hook(self._on_hidden))
 
-    def read(self, logits: torch.Tensor, *, rows: bool = True) -> tuple[StepLogits, _Captured]:
+    def read(
+        self, logits: torch.Tensor, eos_ids: Sequence[int], *, rows: bool = True
+    ) -> tuple[StepLogits, _Captured]:
         """The step's values of ``logits`` and the last forward pass's captures.
 
         Both come back in one read-back (one wait for the device).
 
         Args:
             logits: ``(rows, vocab)`` the pass's next-token logits.
+            eos_ids: End-of-sequence ids greedy rows may have to leave out this step
+                (see :meth:`StepLogits.read`).
             rows: Read the attention rows too (a prefill keeps only hidden states).
         """
         wanted = (self.hidden, self.rows if rows else None, self.head_max if rows else None)
-        step, host = StepLogits.read(logits, [t for t in wanted if t is not None])
+        step, host = StepLogits.read(logits, [t for t in wanted if t is not None], eos_ids)
         arrays = iter(host)
         hidden, attention, head_max = (next(arrays) if t is not None else None for t in wanted)
         return step, _Captured(hidden=hidden, rows=attention, head_max=head_max)
@@ -576,6 +580,13 @@ class StepLogits:
     """Each row's most likely token."""
     argmax_logprob: list[float]
     """Its log-probability under the raw distribution."""
+    masked_for: tuple[int, ...] = ()
+    """The end-of-sequence ids :attr:`masked_argmax` excludes (empty: not computed)."""
+    masked_argmax: list[int] = field(default_factory=list)
+    """Each row's most likely token other than :attr:`masked_for` (a greedy sample
+    short of ``min_new_tokens``)."""
+    masked_argmax_logprob: list[float] = field(default_factory=list)
+    """Its log-probability under the raw distribution."""
 
     def of_rows(self, rows: Sequence[int]) -> tuple[list[float], list[int], list[float]]:
         """The raw entropies, most likely tokens and their logprobs of ``rows``."""
@@ -592,7 +603,10 @@ class StepLogits:
 
     @classmethod
     def read(
-        cls, logits: torch.Tensor, captured: Sequence[torch.Tensor]
+        cls,
+        logits: torch.Tensor,
+        captured: Sequence[torch.Tensor],
+        eos_ids: Sequence[int] = (),
     ) -> tuple[StepLogits, list[np.ndarray]]:
         """The shared values, and host copies of ``captured``, in one read-back.
 
@@ -601,6 +615,8 @@ class StepLogits:
             captured: Tensors the forward pass captured (attention rows, hidden states);
                 on an accelerator, reading them with the step's values waits for the
                 device once instead of once each.
+            eos_ids: End-of-sequence ids to leave out of a second argmax per row (the
+                greedy choice while ``min_new_tokens`` masks them); empty: none.
 
         Returns:
             The step's values, and each captured tensor as a host array of its shape.
@@ -608,21 +624,38 @@ class StepLogits:
         raw = torch.log_softmax(logits, dim=-1)
         argmax = logits.argmax(dim=-1, keepdim=True)
         values = [_entropy(raw), torch.logsumexp(logits, dim=-1), raw.gather(-1, argmax)[:, 0]]
-        (entropy, logsumexp, argmax_logprob), ids, host = _read_back(
-            values, argmax[:, 0], logits.shape[-1], captured
-        )
+        ids = [argmax[:, 0]]
+        if eos_ids:
+            eos = torch.tensor(list(eos_ids), device=logits.device)
+            masked = logits.index_fill(-1, eos, -math.inf).argmax(dim=-1, keepdim=True)
+            values.append(raw.gather(-1, masked)[:, 0])
+            ids.append(masked[:, 0])
+        read, id_lists, host = _read_back(values, ids, logits.shape[-1], captured)
         step = cls(
             logits=logits,
             raw=raw,
-            entropy=entropy,
-            logsumexp=logsumexp,
-            argmax=ids,
-            argmax_logprob=argmax_logprob,
+            entropy=read[0],
+            logsumexp=read[1],
+            argmax=id_lists[0],
+            argmax_logprob=read[2],
+            masked_for=tuple(eos_ids),
+            masked_argmax=id_lists[1] if eos_ids else [],
+            masked_argmax_logprob=read[3] if eos_ids else [],
         )
         return step, host
 
+    def greedy(self, row: int, masked: bool) -> tuple[int, float]:
+        """Row ``row``'s greedy token and its raw logprob (``masked``: without EOS)."""
+        if masked:
+            return self.masked_argmax[row], self.masked_argmax_logprob[row]
+        return self.argmax[row], self.argmax_logprob[row]
+
     def joined(self, other: StepLogits) -> StepLogits:
-        """This step's rows followed by ``other``'s (rows that joined the batch)."""
+        """This step's rows followed by ``other``'s (rows that joined the batch).
+
+        The masked argmax is kept when both computed it for the same ids.
+        """
+        masked = self.masked_for == other.masked_for
         return StepLogits(
             logits=torch.cat([self.logits, other.logits]),
             raw=torch.cat([self.raw, other.raw]),
@@ -630,6 +663,11 @@ class StepLogits:
             logsumexp=self.logsumexp + other.logsumexp,
             argmax=self.argmax + other.argmax,
             argmax_logprob=self.argmax_logprob + other.argmax_logprob,
+            masked_for=self.masked_for if masked else (),
+            masked_argmax=self.masked_argmax + other.masked_argmax if masked else [],
+            masked_argmax_logprob=(
+                self.masked_argmax_logprob + other.masked_argmax_logprob if masked else []
+            ),
         )
 
 
@@ -639,10 +677,10 @@ _EXACT_INDEX = 2**24
 
 def _read_back(
     values: list[torch.Tensor],
-    ids: torch.Tensor,
+    ids: Sequence[torch.Tensor],
     vocab: int,
     captured: Sequence[torch.Tensor] = (),
-) -> tuple[list[list[float]], list[int], list[np.ndarray]]:
+) -> tuple[list[list[float]], list[list[int]], list[np.ndarray]]:
     """Per-row float ``values``, token ``ids`` (below ``vocab``) and ``captured`` tensors.
 
     On an accelerator each read-back waits for the device, so everything travels in one
@@ -651,7 +689,8 @@ def _read_back(
     ids and each capture are read back apart.
 
     Returns:
-        The values as lists per row, the ids, and each capture as a host array.
+        The values as lists per row, each id tensor as a list, each capture as a host
+        array.
     """
     float32 = torch.float32
     exact = (
@@ -661,18 +700,20 @@ def _read_back(
     )
     if not exact:
         host = [t.cpu().numpy() for t in captured]
-        return torch.stack(values).tolist(), [int(i) for i in ids.tolist()], host
+        id_lists = [[int(i) for i in row] for row in torch.stack(list(ids)).tolist()]
+        return torch.stack(values).tolist(), id_lists, host
     device = values[0].device
-    parts = [torch.stack([*values, ids.to(float32)]).reshape(-1)]
+    parts = [torch.stack([*values, *(i.to(float32) for i in ids)]).reshape(-1)]
     parts += [t.to(device).reshape(-1) for t in captured]
     flat = (torch.cat(parts) if len(parts) > 1 else parts[0]).cpu().numpy()
-    rows = len(ids)
-    read = flat[: (len(values) + 1) * rows].reshape(len(values) + 1, rows).tolist()
-    host, start = [], (len(values) + 1) * rows
+    rows, count = len(ids[0]), len(values) + len(ids)
+    read = flat[: count * rows].reshape(count, rows).tolist()
+    host, start = [], count * rows
     for t in captured:
         host.append(flat[start : start + t.numel()].reshape(t.shape))
         start += t.numel()
-    return read[:-1], [int(i) for i in read[-1]], host
+    id_lists = [[int(i) for i in row] for row in read[len(values) :]]
+    return read[: len(values)], id_lists, host
 
 
 @dataclass(frozen=True)
@@ -718,8 +759,8 @@ class _Distribution:
                 signal_logp = torch.log_softmax(sampled, dim=-1)
             ids = logits.argmax(dim=-1)
             picked = signal_logp.gather(-1, ids[:, None])[:, 0]
-            (entropies, greedy_logprob), greedy, _ = _read_back(
-                [_entropy(signal_logp), picked], ids, logits.shape[-1]
+            (entropies, greedy_logprob), (greedy,), _ = _read_back(
+                [_entropy(signal_logp), picked], [ids], logits.shape[-1]
             )
         return cls(
             probs=torch.softmax(sampled, dim=-1),
@@ -838,12 +879,25 @@ class TraceDecoder:
 
     def _eos_masked(self, present: Sequence[int]) -> list[int]:
         """Positions in ``present`` of the samples still short of ``min_new_tokens``."""
+        return [i for i, b in enumerate(present) if self._masks_eos(self.samples[b])]
+
+    def _masks_eos(self, sample: _Sample) -> bool:
+        """Whether ``sample`` is still short of ``min_new_tokens`` (EOS is masked)."""
+        short = len(sample.ids) < self.decoding.min_new_tokens
+        return bool(short and self.eos_ids)
+
+    def greedy_masking(self) -> tuple[int, ...]:
+        """The EOS ids this request's greedy samples mask this step (empty: none).
+
+        Only a request whose greedy samples read the raw distribution: the step's masked
+        argmax then serves them (:meth:`StepLogits.read`).
+        """
         options = self.decoding
-        if not options.min_new_tokens or not self.eos_ids:
-            return []
-        return [
-            i for i, b in enumerate(present) if len(self.samples[b].ids) < options.min_new_tokens
-        ]
+        if options.sampling or options.signal_distribution != "raw":
+            return ()
+        if any(s.active and self._masks_eos(s) for s in self.samples):
+            return tuple(self.eos_ids)
+        return ()
 
     def _shared_key(self, present: Sequence[int]) -> tuple[object, ...] | None:
         """What makes this request's own distribution, when requests may share its work.
@@ -873,6 +927,8 @@ class TraceDecoder:
         options = self.decoding
         if not (options.sampling or options.signal_distribution == "processed" or masked):
             return None
+        if self.greedy_masking() and step.masked_for == tuple(self.eos_ids):
+            return None  # greedy on the raw distribution: the step's masked argmax serves
         logits = step.logits[list(rows)]
         if masked:
             logits = logits.clone()
@@ -937,7 +993,7 @@ class TraceDecoder:
             elif own is not None:
                 chosen.append((i, own.greedy[i], own.greedy_logprob[i]))
             else:  # greedy on the raw distribution: computed for every row of the step
-                chosen.append((i, step.argmax[rows[i]], step.argmax_logprob[rows[i]]))
+                chosen.append((i, *step.greedy(rows[i], self._masks_eos(sample))))
         for i, token, logprob in chosen:
             b, row = present[i], rows[i]
             sample = self.samples[b]
@@ -1285,7 +1341,7 @@ def _draw(
     values = [valid.to(logp.dtype if logp is not None else torch.float32)]
     if logp is not None:
         values.append(logp.gather(-1, tokens[:, None])[:, 0])
-    read, drawn, _ = _read_back(values, tokens, probs.shape[-1])
+    read, (drawn,), _ = _read_back(values, [tokens], probs.shape[-1])
     logprobs = read[1] if logp is not None else []
     return drawn, [flag == 1 for flag in read[0]], logprobs
 
@@ -1500,7 +1556,7 @@ class _BatchLoop:
         rows = [(r, b) for r in own + shared for b in range(len(self.decoders[r].samples))]
         order = [at[r] for r, _ in rows]  # one prefill serves every sample of a request
         logits = out.logits[:, -1, :].float()[torch.tensor(order, device=self.device)]
-        values, captured = self.hooks.read(logits, rows=False)
+        values, captured = self.hooks.read(logits, _greedy_masking(new), rows=False)
         if captured.hidden is not None:
             for r, b in rows:
                 self.decoders[r]._store_hidden(b, captured.hidden[at[r]])
@@ -1770,13 +1826,24 @@ class _BatchLoop:
                 out = self.model(input_ids=inputs, use_cache=True, **step)
         else:
             out = self.model(input_ids=inputs, use_cache=True, **step)
-        self.step, captured = self.hooks.read(out.logits[:, -1, :].float())
+        unfinished = [self.decoders[r] for r in sorted(self.unfinished)]
+        masking = _greedy_masking(unfinished)
+        self.step, captured = self.hooks.read(out.logits[:, -1, :].float(), masking)
         for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
             if captured.hidden is not None:
                 self.decoders[r]._store_hidden(b, captured.hidden[i])
             if captured.rows is not None:
                 head_max = captured.head_max[i] if captured.head_max is not None else None
                 self.decoders[r]._store_row(b, self.positions[i], captured.rows[i], head_max)
+
+
+def _greedy_masking(decoders: Sequence[TraceDecoder]) -> tuple[int, ...]:
+    """The EOS ids a step's masked argmax leaves out for ``decoders``' greedy samples.
+
+    Empty when none masks, or when they mask different ids (each then computes its own).
+    """
+    wanted = {decoder.greedy_masking() for decoder in decoders} - {()}
+    return wanted.pop() if len(wanted) == 1 else ()
 
 
 def _cache_keyword(model: PreTrainedModel) -> str:

@@ -104,7 +104,14 @@ def test_attention_that_bypasses_the_interface_fails_with_the_fix(
     assert 'attn_implementation="eager"' in str(caught.value)
 
 
-@pytest.mark.parametrize("options", [{}, {"do_sample": True, "n": 3, "include_greedy": True}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"min_new_tokens": 8},  # greedy with EOS masked: the step's masked argmax serves
+        {"do_sample": True, "n": 3, "include_greedy": True},
+    ],
+)
 def test_capture_reads_back_once_per_forward_pass(
     tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, options: dict[str, object]
 ) -> None:
@@ -115,7 +122,8 @@ def test_capture_reads_back_once_per_forward_pass(
     """
     sdpa = ChatTransformers(model=str(tiny_model_dirs["llama"]), attn_implementation="sdpa")
     capture = {"attention": True, "attention_head_max": True, "hidden": True}
-    kwargs = trace_options(sdpa, max_new_tokens=10, min_new_tokens=0, seed=5, **capture, **options)
+    chosen = {"max_new_tokens": 10, "min_new_tokens": 0, "seed": 5, **capture, **options}
+    kwargs = trace_options(sdpa, **chosen)
     passes: list[int] = []
     handle = sdpa.hf_model.register_forward_hook(lambda *_: passes.append(1))
     reads: list[str] = []
@@ -133,6 +141,6 @@ def test_capture_reads_back_once_per_forward_pass(
         monkeypatch.undo()
         handle.remove()
     assert all(t.attention is not None and t.hidden is not None for t in traces)
-    sampled = 1 if options else 0  # a sampled step reads its draws back once more
+    sampled = 1 if "do_sample" in options else 0  # a sampled step reads its draws back too
     assert len(passes) > 5
     assert len(reads) <= len(passes) * (1 + sampled)

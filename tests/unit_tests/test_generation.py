@@ -288,3 +288,25 @@ def test_a_distribution_knows_its_greedy_tokens_logprobs(signal: str, known: boo
     assert got.greedy_logprob == want
     part = got.part(1, 3)
     assert (part.greedy, part.greedy_logprob) == (got.greedy[1:3], want[1:3])
+
+
+def test_the_step_reads_the_argmax_without_eos_with_its_raw_logprob() -> None:
+    torch.manual_seed(5)
+    logits = torch.randn(3, 60) * 3
+    logits[0, 2] = 30.0  # EOS wins row 0; row 1's best is another EOS id
+    logits[1, 5] = 30.0
+    step, _ = generation.StepLogits.read(logits, [], eos_ids=(2, 5))
+    masked = logits.clone()
+    masked[:, [2, 5]] = -math.inf
+    want = masked.argmax(dim=-1)
+    raw = torch.log_softmax(logits, dim=-1)
+    assert step.masked_argmax == want.tolist() and step.argmax[:2] == [2, 5]
+    assert step.masked_argmax_logprob == raw.gather(-1, want[:, None])[:, 0].tolist()
+    assert step.greedy(0, masked=True) == (want[0].item(), step.masked_argmax_logprob[0])
+    assert step.greedy(0, masked=False) == (2, step.argmax_logprob[0])
+    plain = generation.StepLogits.of(logits)
+    assert (plain.argmax, plain.entropy) == (step.argmax, step.entropy)
+    # rows that join keep the masked argmax only when both computed it for the same ids
+    both = step.joined(step)
+    assert both.masked_for == (2, 5) and both.masked_argmax == step.masked_argmax * 2
+    assert step.joined(plain).masked_for == () and step.joined(plain).masked_argmax == []
