@@ -1211,7 +1211,9 @@ def _entropy(logp: torch.Tensor) -> torch.Tensor:
     return -terms.sum(dim=-1)
 
 
-def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
+def _warp(
+    logits: torch.Tensor, options: DecodingOptions, *, sort_all: bool | None = None
+) -> torch.Tensor:
     """Apply temperature, top-k and top-p to logits, shape ``(batch, vocab)``.
 
     Top-k keeps every token at least as likely as the ``k``-th (ties included). Top-p
@@ -1220,7 +1222,16 @@ def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
     ``k`` kept tokens need ordering: their sorted row is the top-k values followed by
     ``-inf``, which is exactly what sorting the whole row gives unless ties at the
     ``k``-th value keep more than ``k`` tokens (then the whole row is sorted).
+
+    Args:
+        logits: ``(batch, vocab)`` logits.
+        options: The temperature, ``top_k`` and ``top_p``.
+        sort_all: Sort the whole row for top-p even after top-k. The default does on
+            an accelerator, where sorting is cheap and checking for ties at the
+            ``k``-th value would wait for the device; on a CPU sorting is the cost.
     """
+    if sort_all is None:
+        sort_all = logits.device.type != "cpu"
     warped = logits / options.temperature
     top: tuple[torch.Tensor, torch.Tensor] | None = None  # (values, indices), descending
     if options.top_k is not None and options.top_k < warped.shape[-1]:
@@ -1228,7 +1239,7 @@ def _warp(logits: torch.Tensor, options: DecodingOptions) -> torch.Tensor:
         below = warped < values[..., -1:]
         warped = warped.masked_fill(below, -math.inf)
         kept = warped.shape[-1] - below.sum(dim=-1)
-        if bool((kept == options.top_k).all()):  # no ties at the k-th value
+        if not sort_all and bool((kept == options.top_k).all()):  # no ties at the k-th
             top = values, indices
     if options.top_p is not None and options.top_p < 1.0:
         if top is None:

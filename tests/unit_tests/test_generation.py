@@ -93,6 +93,8 @@ def test_top_p_after_top_k_orders_only_the_kept_tokens_and_equals_sorting_all(
     logits = torch.randn(64, 1853) * scale
     options = DecodingOptions(do_sample=True, temperature=0.7, top_k=top_k, top_p=top_p)
     assert torch.equal(_warp(logits, options), _warp_by_sorting(logits, options))
+    # an accelerator's way (no wait for the device to check ties) gives the same rows
+    assert torch.equal(_warp(logits, options, sort_all=True), _warp(logits, options))
 
 
 def test_ties_at_the_kth_value_keep_every_tied_token_before_top_p() -> None:
@@ -101,6 +103,7 @@ def test_ties_at_the_kth_value_keep_every_tied_token_before_top_p() -> None:
     warped = _warp(logits, options)
     assert torch.isfinite(warped[0]).tolist() == [True, True, True, True, False, False]
     assert torch.equal(warped, _warp_by_sorting(logits, options))
+    assert torch.equal(_warp(logits, options, sort_all=True), warped)
 
 
 def test_temperature_scales_logits() -> None:
