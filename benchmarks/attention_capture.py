@@ -15,7 +15,8 @@ Llama-2-7B and Llama-3-8B). Target: b/a <= 1.05 at prompts 512 and 2048.
 
 ``--profile`` then runs a, b and d once more under ``torch.profiler`` at the first prompt
 length, decoding in the calling thread, and prints per token what each launched and
-waited for (kernel launches, host synchronisations, device time) and b's busiest
+waited for (kernel launches, host synchronisations, device time, and reads back to the
+host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device) and b's busiest
 operators: where a GPU run's b/a comes from.
 """
 
@@ -24,7 +25,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from random_llama import SIZES, build_random_llama
@@ -77,6 +79,31 @@ def variants(
     }
 
 
+READS = ("cpu", "tolist", "item", "__bool__")
+"""Tensor methods that read a value back to the host (on an accelerator: wait for it)."""
+
+
+@contextmanager
+def counting_reads(counts: list[int]) -> Iterator[None]:
+    """Count calls of :data:`READS` from Python while inside (one more per call)."""
+    originals = {name: getattr(torch.Tensor, name) for name in READS}
+
+    def counted(original: Callable[..., object]) -> Callable[..., object]:
+        def read(self: torch.Tensor, *args: object, **kwargs: object) -> object:
+            counts.append(1)
+            return original(self, *args, **kwargs)
+
+        return read
+
+    for name, original in originals.items():
+        setattr(torch.Tensor, name, counted(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
@@ -88,13 +115,17 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
         activities.append(ProfilerActivity.CUDA)
     threaded = sdpa.batch_concurrent_calls
     sdpa.batch_concurrent_calls = False  # decode in this thread: its operators are recorded
-    print("\n| run | kernel launches / token | host syncs / token | device ms / token |")
-    print("|---|---:|---:|---:|")
+    print(
+        "\n| run | kernel launches / token | host syncs / token | device ms / token "
+        "| host reads / token |"
+    )
+    print("|---|---:|---:|---:|---:|")
     tables = {}
     try:
         for key in ("a", "b", "d"):
             runs[key]()
-            with profile(activities=activities) as prof:
+            reads: list[int] = []
+            with counting_reads(reads), profile(activities=activities) as prof:
                 runs[key]()
             events = prof.key_averages()
             launches = sum(e.count for e in events if e.key in LAUNCHES)
@@ -102,7 +133,7 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             device_us = sum(e.self_device_time_total for e in events if e.key not in LAUNCHES)
             print(
                 f"| {key} | {launches / NEW_TOKENS:.0f} | {syncs / NEW_TOKENS:.1f} "
-                f"| {device_us / 1000 / NEW_TOKENS:.2f} |"
+                f"| {device_us / 1000 / NEW_TOKENS:.2f} | {len(reads) / NEW_TOKENS:.1f} |"
             )
             tables[key] = events.table(
                 sort_by="cpu_time_total", row_limit=20, max_name_column_width=48
