@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/benchmarks.md, each bounded in time (about 9 min in all).
+# The GPU measurements of docs/benchmarks.md, each bounded in time (about 12 min in all:
+# split them over two calls with STEPS when a call may run 10 min at most).
 #
 # Run from the repository root on a machine with the package and a CUDA torch:
 #   bash benchmarks/gpu.sh
@@ -39,3 +40,10 @@ step shared_prompts 90 benchmarks/shared_prompts.py \
     --size "$large" --device "$device" --dtype "$dtype" --calls 4 --k 20 --prompts 1024 --rounds 2
 step real_scale_concurrency 150 benchmarks/real_scale_concurrency.py \
     --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods fix_length,seakr
+# torch's opt-in cuDNN attention path that does not build a plan per key length
+# (TORCH_CUDNN_SDPA_AVOID_RECOMPILE, torch >= 2.9): the same two measurements with it on.
+TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 step attention_capture_norecompile 150 \
+    benchmarks/attention_capture.py --size "$large" --device "$device" --dtype "$dtype" --rounds 3
+TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 step real_scale_concurrency_norecompile 150 \
+    benchmarks/real_scale_concurrency.py --size "$large" --device "$device" --dtype "$dtype" \
+    --questions 8 --methods fix_length,seakr
