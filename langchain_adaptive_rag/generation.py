@@ -13,6 +13,7 @@ same tokens as a single-sample call with seed ``s + i``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -831,6 +832,7 @@ class TraceDecoder:
         if limit is not None and needed > limit:
             raise PromptTooLongError(len(self.prompt_ids), self.decoding.max_new_tokens, limit)
         self.eos_ids = _eos_ids(model, tokenizer)
+        self._decode_text = _text_decoder(tokenizer)
         self.pad_id = self.eos_ids[0] if self.eos_ids else 0
         self.samples = self._make_samples(n, include_greedy)
         self.traces: list[GenerationTrace] = []
@@ -1026,7 +1028,7 @@ class TraceDecoder:
             values, indices = torch.topk(logp, options.top_logprobs)
             sample.top_ids.append(tuple(int(i) for i in indices.tolist()))
             sample.top_lps.append(tuple(float(v) for v in values.tolist()))
-        piece = next_piece(self.tokenizer, sample.ids, sample.text)
+        piece = _piece(self._decode_text, sample.ids, sample.text)
         sample.pieces.append(piece)
         sample.text += piece
         for stop in options.stop:
@@ -1160,6 +1162,50 @@ def _stack_rows(rows: list[np.ndarray], prompt_len: int, count: int) -> np.ndarr
     return matrix
 
 
+def _text_decoder(tokenizer: object) -> Callable[[list[int]], str]:
+    """The tokenizer's ``decode(ids, skip_special_tokens=True)`` without tokenization clean-up.
+
+    For a fast tokenizer whose class keeps transformers' own ``decode`` and ``_decode``,
+    that is exactly its Rust tokenizer's ``decode`` (transformers' wrapper around it costs
+    about twice the decoding itself, and the decoding loop decodes every sample's text
+    at every token); any other tokenizer is called as it is.
+    """
+    backend = getattr(tokenizer, "_tokenizer", None)
+    kind = type(tokenizer)
+    transformers_decode, fast_decode = _transformers_decoders()
+    if (
+        backend is not None
+        and getattr(kind, "decode", None) is transformers_decode
+        and getattr(kind, "_decode", None) is fast_decode
+    ):
+        rust_decode: Callable[..., str] = backend.decode
+
+        def decode_fast(ids: list[int]) -> str:
+            return rust_decode(ids, skip_special_tokens=True)
+
+        return decode_fast
+
+    def decode(ids: list[int]) -> str:
+        return str(
+            tokenizer.decode(  # type: ignore[attr-defined]
+                ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+            )
+        )
+
+    return decode
+
+
+@functools.cache
+def _transformers_decoders() -> tuple[object, object]:
+    """The ``decode`` of transformers' tokenizers and the ``_decode`` of its fast ones."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # another layout of transformers: every tokenizer is called as is
+        return None, None
+    return PreTrainedTokenizerBase.decode, TokenizersBackend._decode
+
+
 def next_piece(tokenizer: object, ids: Sequence[int], text: str) -> str:
     """Text that the last of ``ids`` adds to ``text``, the decoded text of the others.
 
@@ -1174,9 +1220,12 @@ def next_piece(tokenizer: object, ids: Sequence[int], text: str) -> str:
     Returns:
         The new token's piece.
     """
-    decoded: str = tokenizer.decode(  # type: ignore[attr-defined]
-        list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False
-    )
+    return _piece(_text_decoder(tokenizer), ids, text)
+
+
+def _piece(decode: Callable[[list[int]], str], ids: Sequence[int], text: str) -> str:
+    """:func:`next_piece` with the tokenizer's decoding function (:func:`_text_decoder`)."""
+    decoded = decode(list(ids))
     if decoded.endswith("\ufffd"):
         return ""
     if decoded.startswith(text):
@@ -1186,10 +1235,11 @@ def next_piece(tokenizer: object, ids: Sequence[int], text: str) -> str:
 
 def token_pieces(tokenizer: object, ids: Sequence[int]) -> list[str]:
     """Decoded text piece of each token of ``ids`` (see :func:`next_piece`)."""
+    decode = _text_decoder(tokenizer)
     pieces: list[str] = []
     text = ""
     for end in range(1, len(ids) + 1):
-        piece = next_piece(tokenizer, ids[:end], text)
+        piece = _piece(decode, ids[:end], text)
         pieces.append(piece)
         text += piece
     return pieces
