@@ -627,8 +627,10 @@ class StepLogits:
         values = [_entropy(raw), torch.logsumexp(logits, dim=-1), raw.gather(-1, argmax)[:, 0]]
         ids = [argmax[:, 0]]
         if eos_ids:
-            eos = torch.tensor(list(eos_ids), device=logits.device)
-            masked = logits.index_fill(-1, eos, -math.inf).argmax(dim=-1, keepdim=True)
+            without = logits.clone()
+            for eos in eos_ids:  # column by column: an index tensor made from a list is
+                without[:, eos] = -math.inf  # copied to the device, a copy that waits for it
+            masked = without.argmax(dim=-1, keepdim=True)
             values.append(raw.gather(-1, masked)[:, 0])
             ids.append(masked[:, 0])
         read, id_lists, host = _read_back(values, ids, logits.shape[-1], captured)
@@ -979,8 +981,11 @@ class TraceDecoder:
             if draws:
                 assert own is not None  # sampling always has its own distribution
                 positions = [i for i, _ in draws]
+                index = torch.tensor(positions, device=own.probs.device)
                 got, ok, logprobs = _draw(
-                    own.probs[positions], [g for _, g in draws], own.signal_logp[positions]
+                    own.probs.index_select(0, index),
+                    [g for _, g in draws],
+                    own.signal_logp.index_select(0, index),
                 )
                 if not all(ok):
                     raise _not_a_distribution([i for i, flag in enumerate(ok) if not flag])
@@ -1838,8 +1843,11 @@ class _BatchLoop:
             start += len(owned[r])
         if not positions:
             return {}
+        index = torch.tensor(positions, device=together.probs.device)  # one copy, both gathers
         tokens, ok, logprobs = _draw(
-            together.probs[positions], generators, together.signal_logp[positions]
+            together.probs.index_select(0, index),
+            generators,
+            together.signal_logp.index_select(0, index),
         )
         drawn: dict[int, _Drawn | AdaptiveRAGError] = {}
         first = 0
@@ -1875,11 +1883,13 @@ class _BatchLoop:
             self.prompts.arrange([r for r, _ in self.rows])
             self._arranged = True
         shared = self.sharing is not None and self.prompts.layout is not None
+        fed = [tokens, self.positions] if self.padded else [tokens]
+        fed_on_device = torch.tensor(fed, dtype=torch.long, device=self.device)  # one copy
+        inputs = fed_on_device[0].unsqueeze(1)
         if self.padded:
-            step = {"position_ids": torch.tensor(self.positions, device=self.device).unsqueeze(1)}
+            step = {"position_ids": fed_on_device[1].unsqueeze(1)}
             if not shared:
                 step["attention_mask"] = self.mask
-        inputs = torch.tensor(tokens, dtype=torch.long, device=self.device).unsqueeze(1)
         step[_cache_keyword(self.model)] = self.cache
         if shared and self.sharing is not None:
             self.prompts.set_own_mask(self.mask)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,9 @@ def test_capture_reads_back_once_per_forward_pass(
     """Rows, hidden states, logprobs and drawn tokens wait for the device once a pass.
 
     On an accelerator each host read waits for the device; the hooks keep their captures
-    on the device until the step's read-back, and sampled tokens bring their logprobs.
+    on the device until the step's read-back, and sampled tokens bring their logprobs. A
+    tensor made from a list is a blocking copy to the device (it waits too): a step makes
+    one (its tokens and positions), and one more to gather its sampled rows.
     """
     sdpa = ChatTransformers(model=str(tiny_model_dirs["llama"]), attn_implementation="sdpa")
     capture = {"attention": True, "attention_head_max": True, "hidden": True}
@@ -135,6 +138,14 @@ def test_capture_reads_back_once_per_forward_pass(
             return _f(self, *a)
 
         monkeypatch.setattr(torch.Tensor, name, counted)
+    made: list[str] = []  # tensors made from lists: on an accelerator, copies that wait
+    make = torch.tensor
+
+    def tensor(*args: Any, **options: Any) -> torch.Tensor:
+        made.append(sys._getframe(1).f_code.co_name)
+        return make(*args, **options)
+
+    monkeypatch.setattr(torch, "tensor", tensor)
     try:
         traces = sdpa.generate_trace(PROMPT, **kwargs)
     finally:
@@ -144,3 +155,5 @@ def test_capture_reads_back_once_per_forward_pass(
     sampled = 1 if "do_sample" in options else 0  # a sampled step reads its draws back too
     assert len(passes) > 5
     assert len(reads) <= len(passes) * (1 + sampled)
+    in_steps = [name for name in made if not name.startswith(("_prefill", "lazy_init"))]
+    assert len(in_steps) <= (len(passes) - 1) * (1 + sampled)  # the fed tokens (+ draws)

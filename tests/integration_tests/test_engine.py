@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 import threading
 import time
 import weakref
@@ -557,3 +558,42 @@ def test_a_bad_linger_is_refused(llama_dir: Path, seconds: float) -> None:
     chat = ChatTransformers(model=str(llama_dir))
     with pytest.raises(AdaptiveRAGError, match=r"linger_seconds must be >= 0.*got"):
         DecodeEngine(chat.hf_model, threading.RLock(), linger_seconds=seconds)
+
+
+def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
+    llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests of different prompt lengths: each step makes one tensor from lists.
+
+    On an accelerator a tensor made from a list is a blocking copy; the step's tokens and
+    their positions travel in one.
+    """
+    chat = ChatTransformers(model=str(llama_dir))
+    greedy = DecodingOptions(max_new_tokens=6, min_new_tokens=6)
+    prompts = [chat.encode(p) for p in PROMPTS[:3]]
+    alone = [TraceDecoder(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
+    for d in alone:
+        d.run()
+    made: list[str] = []
+    make = torch.tensor
+
+    def tensor(*args: Any, **options: Any) -> torch.Tensor:
+        made.append(sys._getframe(1).f_code.co_name)
+        return make(*args, **options)
+
+    monkeypatch.setattr(torch, "tensor", tensor)
+    steps: list[int] = []
+    step = generation._BatchLoop._step
+
+    def counted(self: Any, tokens: list[int]) -> None:
+        steps.append(len(tokens))
+        assert self.padded  # left padding: the rows' own positions are fed
+        step(self, tokens)
+
+    monkeypatch.setattr(generation._BatchLoop, "_step", counted)
+    together = [TraceDecoder(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
+    list(decode_together(chat.hf_model, together))
+    monkeypatch.undo()
+    assert len(steps) >= 5 and made.count("_step") == len(steps)
+    for d, want in zip(together, alone, strict=True):
+        assert_same(d.traces, want.traces)
