@@ -589,6 +589,17 @@ class StepLogits:
     masked_argmax_logprob: list[float] = field(default_factory=list)
     """Its log-probability under the raw distribution."""
 
+    def rows_of(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits and raw log-softmax of ``rows``.
+
+        The step's own tensors when ``rows`` are every row in order; else gathered with one
+        index (one copy to the device).
+        """
+        if len(rows) == len(self.argmax) and all(r == i for i, r in enumerate(rows)):
+            return self.logits, self.raw
+        index = torch.tensor(list(rows), device=self.logits.device)
+        return self.logits.index_select(0, index), self.raw.index_select(0, index)
+
     def of_rows(self, rows: Sequence[int]) -> tuple[list[float], list[int], list[float]]:
         """The raw entropies, most likely tokens and their logprobs of ``rows``."""
         return (
@@ -933,13 +944,14 @@ class TraceDecoder:
             return None
         if self.greedy_masking() and step.masked_for == tuple(self.eos_ids):
             return None  # greedy on the raw distribution: the step's masked argmax serves
-        logits = step.logits[list(rows)]
+        logits, raw = step.rows_of(rows)
         if masked:
             logits = logits.clone()
             for i in masked:
-                logits[i, self.eos_ids] = -math.inf
+                for eos in self.eos_ids:  # ints: no index tensor to copy to the device
+                    logits[i, eos] = -math.inf
         known = None if masked else step.of_rows(rows)
-        return _Distribution.of(logits, step.raw[list(rows)], options, known)
+        return _Distribution.of(logits, raw, options, known)
 
     def _draws(self, present: Sequence[int]) -> list[tuple[int, torch.Generator]]:
         """The samples that draw a token this step: position in ``present``, generator."""
@@ -1806,10 +1818,7 @@ class _BatchLoop:
                 continue
             rows = [i for r in requests for i in owned[r]]
             options = self.decoders[requests[0]].decoding
-            if rows == list(range(len(self.rows))):  # every row, in order: no gather
-                logits, raw = step.logits, step.raw
-            else:
-                logits, raw = step.logits[rows], step.raw[rows]
+            logits, raw = step.rows_of(rows)
             together = _Distribution.of(logits, raw, options, step.of_rows(rows))
             start = 0
             for r in requests:
