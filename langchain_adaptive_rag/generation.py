@@ -764,11 +764,10 @@ class _Distribution:
         they are not computed again; otherwise every value is read back at once.
         """
         sampled = _warp(logits, options) if options.sampling else logits
+        signal_logp = raw
         if options.signal_distribution == "raw" and step is not None:
             entropies, greedy, greedy_logprob = step
-            signal_logp = raw
         else:
-            signal_logp = raw
             if options.signal_distribution == "processed":
                 signal_logp = torch.log_softmax(sampled, dim=-1)
             ids = logits.argmax(dim=-1)
@@ -901,7 +900,7 @@ class TraceDecoder:
         short = len(sample.ids) < self.decoding.min_new_tokens
         return bool(short and self.eos_ids)
 
-    def greedy_masking(self) -> tuple[int, ...]:
+    def _masked_eos_ids(self) -> tuple[int, ...]:
         """The EOS ids this request's greedy samples mask this step (empty: none).
 
         Only a request whose greedy samples read the raw distribution: the step's masked
@@ -942,7 +941,7 @@ class TraceDecoder:
         options = self.decoding
         if not (options.sampling or options.signal_distribution == "processed" or masked):
             return None
-        if self.greedy_masking() and step.masked_for == tuple(self.eos_ids):
+        if self._masked_eos_ids() and step.masked_for == tuple(self.eos_ids):
             return None  # greedy on the raw distribution: the step's masked argmax serves
         logits, raw = step.rows_of(rows)
         if masked:
@@ -1922,7 +1921,7 @@ def _greedy_masking(decoders: Sequence[TraceDecoder]) -> tuple[int, ...]:
 
     Empty when none masks, or when they mask different ids (each then computes its own).
     """
-    wanted = {decoder.greedy_masking() for decoder in decoders} - {()}
+    wanted = {decoder._masked_eos_ids() for decoder in decoders} - {()}
     return wanted.pop() if len(wanted) == 1 else ()
 
 
