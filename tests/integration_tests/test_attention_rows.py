@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import torch
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
 from langchain_adaptive_rag.attention_rows import attention_rows
 from langchain_adaptive_rag.generation import attention_module
+from tests.host_reads import count_host_reads, count_tensors_from_lists
 from tests.trace_options import trace_options
 
 ATOL = 1e-5
@@ -129,23 +128,8 @@ def test_capture_reads_back_once_per_forward_pass(
     kwargs = trace_options(sdpa, **chosen)
     passes: list[int] = []
     handle = sdpa.hf_model.register_forward_hook(lambda *_: passes.append(1))
-    reads: list[str] = []
-    for name in ("cpu", "tolist", "item"):
-        original = getattr(torch.Tensor, name)
-
-        def counted(self: torch.Tensor, *a: object, _f: Any = original, _n: str = name) -> Any:
-            reads.append(_n)
-            return _f(self, *a)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    made: list[str] = []  # tensors made from lists: on an accelerator, copies that wait
-    make = torch.tensor
-
-    def tensor(*args: Any, **options: Any) -> torch.Tensor:
-        made.append(sys._getframe(1).f_code.co_name)
-        return make(*args, **options)
-
-    monkeypatch.setattr(torch, "tensor", tensor)
+    reads = count_host_reads(monkeypatch)
+    made = count_tensors_from_lists(monkeypatch)
     try:
         traces = sdpa.generate_trace(PROMPT, **kwargs)
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import math
-import sys
 import threading
 import time
 import weakref
@@ -31,6 +30,7 @@ from langchain_adaptive_rag.generation import (
     capture_union,
     decode_together,
 )
+from tests.host_reads import count_tensors_from_lists
 from tests.trace_options import trace_options
 
 ATOL = 1e-4
@@ -574,14 +574,7 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
     alone = [TraceDecoder(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
     for d in alone:
         d.run()
-    made: list[str] = []
-    make = torch.tensor
-
-    def tensor(*args: Any, **options: Any) -> torch.Tensor:
-        made.append(sys._getframe(1).f_code.co_name)
-        return make(*args, **options)
-
-    monkeypatch.setattr(torch, "tensor", tensor)
+    made = count_tensors_from_lists(monkeypatch)
     steps: list[int] = []
     step = generation._BatchLoop._step
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from langchain_adaptive_rag.generation import (
     _warp,
     draw_tokens,
 )
+from tests.host_reads import count_host_reads
 
 
 @pytest.mark.parametrize(
@@ -230,15 +230,7 @@ def test_step_values_and_captures_come_back_in_one_read_back(
     logits = torch.randn(3, 1853) * 4
     captured = [torch.randn(3, 40), torch.rand(3, 17), torch.randn(3, 8)]
     alone = generation.StepLogits.of(logits)
-    reads: list[str] = []
-    for name in ("cpu", "tolist", "item"):
-        original = getattr(torch.Tensor, name)
-
-        def counted(self: torch.Tensor, *a: Any, _f: Any = original, _n: str = name) -> Any:
-            reads.append(_n)
-            return _f(self, *a)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
+    reads = count_host_reads(monkeypatch)
     step, host = generation.StepLogits.read(logits, captured)
     monkeypatch.undo()
     assert reads == ["cpu"]

@@ -1,0 +1,43 @@
+"""Test helpers: count what would wait for an accelerator while decoding on the CPU."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+import torch
+
+READS = ("cpu", "tolist", "item")
+"""Tensor methods that read values back to the host (on an accelerator: a wait)."""
+
+
+def count_host_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the name of each :data:`READS` call from now on (until ``undo``)."""
+    reads: list[str] = []
+    for name in READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *args: Any, _f: Any = original, _n: str = name) -> Any:
+            reads.append(_n)
+            return _f(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return reads
+
+
+def count_tensors_from_lists(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the calling function of each ``torch.tensor`` call from now on.
+
+    A tensor made from Python data on an accelerator is a blocking copy to it, which
+    waits for the device like a read does.
+    """
+    made: list[str] = []
+    make = torch.tensor
+
+    def tensor(*args: Any, **options: Any) -> torch.Tensor:
+        made.append(sys._getframe(1).f_code.co_name)
+        return make(*args, **options)
+
+    monkeypatch.setattr(torch, "tensor", tensor)
+    return made
