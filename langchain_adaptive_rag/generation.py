@@ -638,10 +638,7 @@ class StepLogits:
         values = [_entropy(raw), torch.logsumexp(logits, dim=-1), raw.gather(-1, argmax)[:, 0]]
         ids = [argmax[:, 0]]
         if eos_ids:
-            without = logits.clone()
-            for eos in eos_ids:  # column by column: an index tensor made from a list is
-                without[:, eos] = -math.inf  # copied to the device, a copy that waits for it
-            masked = without.argmax(dim=-1, keepdim=True)
+            masked = _without_eos(logits, eos_ids).argmax(dim=-1, keepdim=True)
             values.append(raw.gather(-1, masked)[:, 0])
             ids.append(masked[:, 0])
         read, id_lists, host = _read_back(values, ids, logits.shape[-1], captured)
@@ -683,6 +680,24 @@ class StepLogits:
                 self.masked_argmax_logprob + other.masked_argmax_logprob if masked else []
             ),
         )
+
+
+def _without_eos(
+    logits: torch.Tensor, eos_ids: Sequence[int], rows: Sequence[int] | None = None
+) -> torch.Tensor:
+    """A copy of ``logits`` with the ``eos_ids`` columns of ``rows`` (default: all) at -inf.
+
+    Written entry by entry with ints: an index tensor made from a list is copied to the
+    device, a copy that waits for it.
+    """
+    without = logits.clone()
+    for eos in eos_ids:
+        if rows is None:
+            without[:, eos] = -math.inf
+        else:
+            for row in rows:
+                without[row, eos] = -math.inf
+    return without
 
 
 _EXACT_INDEX = 2**24
@@ -781,6 +796,20 @@ class _Distribution:
             entropies=entropies,
             greedy=greedy,
             greedy_logprob=greedy_logprob,
+        )
+
+    def draw(
+        self, positions: list[int], generators: Sequence[torch.Generator]
+    ) -> tuple[list[int], list[bool], list[float]]:
+        """Draw rows ``positions``, each with its generator (see :func:`_draw`).
+
+        Returns:
+            Each row's token, whether it could draw, and the token's logprob under
+            :attr:`signal_logp`; one index gathers both tensors' rows.
+        """
+        index = torch.tensor(positions, device=self.probs.device)
+        return _draw(
+            self.probs.index_select(0, index), generators, self.signal_logp.index_select(0, index)
         )
 
     def part(self, start: int, stop: int) -> _Distribution:
@@ -907,7 +936,7 @@ class TraceDecoder:
         argmax then serves them (:meth:`StepLogits.read`).
         """
         options = self.decoding
-        if options.sampling or options.signal_distribution != "raw":
+        if not options.min_new_tokens or options.sampling or options.signal_distribution != "raw":
             return ()
         if any(s.active and self._masks_eos(s) for s in self.samples):
             return tuple(self.eos_ids)
@@ -945,10 +974,7 @@ class TraceDecoder:
             return None  # greedy on the raw distribution: the step's masked argmax serves
         logits, raw = step.rows_of(rows)
         if masked:
-            logits = logits.clone()
-            for i in masked:
-                for eos in self.eos_ids:  # ints: no index tensor to copy to the device
-                    logits[i, eos] = -math.inf
+            logits = _without_eos(logits, self.eos_ids, masked)
         known = None if masked else step.of_rows(rows)
         return _Distribution.of(logits, raw, options, known)
 
@@ -992,12 +1018,7 @@ class TraceDecoder:
             if draws:
                 assert own is not None  # sampling always has its own distribution
                 positions = [i for i, _ in draws]
-                index = torch.tensor(positions, device=own.probs.device)
-                got, ok, logprobs = _draw(
-                    own.probs.index_select(0, index),
-                    [g for _, g in draws],
-                    own.signal_logp.index_select(0, index),
-                )
+                got, ok, logprobs = own.draw(positions, [g for _, g in draws])
                 if not all(ok):
                     raise _not_a_distribution([i for i, flag in enumerate(ok) if not flag])
                 tokens = dict(zip(positions, zip(got, logprobs, strict=True), strict=True))
@@ -1637,8 +1658,7 @@ class _BatchLoop:
         if captured.hidden is not None:
             for r, b in rows:
                 self.decoders[r]._store_hidden(b, captured.hidden[at[r]])
-        joining = self.cache is not None and self.step is not None
-        self.step = self.step.joined(values) if joining and self.step else values
+        self.step = values if self.cache is None or self.step is None else self.step.joined(values)
         if shared:  # their prompts are held once; their rows start with no columns
             self.prompts.add(cache, mask, [at[r] for r in shared], shared)
         own_rows = order[: len(order) - sum(len(self.decoders[r].samples) for r in shared)]
@@ -1851,12 +1871,7 @@ class _BatchLoop:
             start += len(owned[r])
         if not positions:
             return {}
-        index = torch.tensor(positions, device=together.probs.device)  # one copy, both gathers
-        tokens, ok, logprobs = _draw(
-            together.probs.index_select(0, index),
-            generators,
-            together.signal_logp.index_select(0, index),
-        )
+        tokens, ok, logprobs = together.draw(positions, generators)
         drawn: dict[int, _Drawn | AdaptiveRAGError] = {}
         first = 0
         for r, at in mine.items():
