@@ -18,6 +18,10 @@ length, decoding in the calling thread, and prints per token what each launched 
 waited for (kernel launches, host synchronisations, device time, and reads back to the
 host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device) and b's busiest
 operators: where a GPU run's b/a comes from.
+
+``--cudnn off`` takes torch's cuDNN attention out of every run (a GPU's default picks it
+on Hopper, and it builds a plan for each new key length and batch shape: see
+docs/benchmarks.md, "On a GPU").
 """
 
 from __future__ import annotations
@@ -152,12 +156,17 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     parser.add_argument("--profile", action="store_true", help="profile a, b and d (see above)")
+    parser.add_argument(
+        "--cudnn", choices=["allowed", "off"], default="allowed", help="torch's cuDNN attention"
+    )
     args = parser.parse_args()
+    torch.backends.cuda.enable_cudnn_sdp(args.cudnn == "allowed")
     torch.set_num_threads(torch.get_num_threads())
     sdpa, eager = build(args.size, args.device, getattr(torch, args.dtype))
     print(
         f"Llama {args.size} ({sdpa.num_layers} layers, {args.dtype}), {NEW_TOKENS} new tokens, "
-        f"greedy, device {args.device}, medians of {args.rounds} interleaved rounds\n"
+        f"greedy, device {args.device}, cuDNN attention {args.cudnn}, "
+        f"medians of {args.rounds} interleaved rounds\n"
     )
     print(
         "| prompt | a: sdpa generate (s) | b: sdpa + capture | c: eager + capture "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/benchmarks.md, each bounded in time (about 12 min in all:
-# split them over two calls with STEPS when a call may run 10 min at most).
+# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 20 min in all,
+# about 15 in practice: split them over calls with STEPS when a call may run 10 min at most).
 #
 # Run from the repository root on a machine with the package and a CUDA torch:
 #   bash benchmarks/gpu.sh
@@ -34,16 +34,19 @@ step() {
 } | tee "$out/machine.txt"
 step eval_concurrency 150 benchmarks/eval_concurrency.py \
     --questions "$questions" --rounds 1 --device "$device"
+# With cuDNN's attention off (what `adaptive-rag eval --device cuda` runs), then allowed.
 step attention_capture 150 benchmarks/attention_capture.py \
-    --size "$large" --device "$device" --dtype "$dtype" --rounds 3 --profile
+    --size "$large" --device "$device" --dtype "$dtype" --rounds 5 --cudnn off
+step attention_capture_cudnn 150 benchmarks/attention_capture.py \
+    --size "$large" --device "$device" --dtype "$dtype" --rounds 3 --cudnn allowed
+# Kernel launches, host synchronisations and reads per token of a, b and d (profiling a
+# 7B model's 64 tokens takes about a minute a run).
+step attention_profile 240 benchmarks/attention_capture.py \
+    --size "$large" --device "$device" --dtype "$dtype" --prompt-lengths 512 --rounds 1 \
+    --profile --cudnn off
 step shared_prompts 90 benchmarks/shared_prompts.py \
     --size "$large" --device "$device" --dtype "$dtype" --calls 4 --k 20 --prompts 1024 --rounds 2
 step real_scale_concurrency 150 benchmarks/real_scale_concurrency.py \
-    --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods fix_length,seakr
-# torch's opt-in cuDNN attention path that does not build a plan per key length
-# (TORCH_CUDNN_SDPA_AVOID_RECOMPILE, torch >= 2.9): the same two measurements with it on.
-TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 step attention_capture_norecompile 150 \
-    benchmarks/attention_capture.py --size "$large" --device "$device" --dtype "$dtype" --rounds 3
-TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 step real_scale_concurrency_norecompile 150 \
-    benchmarks/real_scale_concurrency.py --size "$large" --device "$device" --dtype "$dtype" \
-    --questions 8 --methods fix_length,seakr
+    --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods fix_length
+step real_scale_seakr 240 benchmarks/real_scale_concurrency.py \
+    --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods seakr --cudnn off

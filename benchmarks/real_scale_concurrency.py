@@ -73,12 +73,19 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=8)
     parser.add_argument("--methods", default="fix_length,dragin,seakr")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--cudnn",
+        choices=["both", "allowed", "off"],
+        default="both",
+        help="on a GPU: torch's cuDNN attention allowed, off, or each in turn",
+    )
     args = parser.parse_args()
     model, tokenizer = build_random_llama(args.size, args.device, getattr(torch, args.dtype))
     dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
     data = (dev, test[: args.questions])
     on_gpu = model.device.type == "cuda"
-    settings = [True, False] if on_gpu else [True]
+    chosen = {"both": [True, False], "allowed": [True], "off": [False]}[args.cudnn]
+    settings = chosen if on_gpu else [True]
     print(
         f"random {args.size} Llama ({model.num_parameters() / 1e6:.0f}M, {args.dtype}) on "
         f"{model.device}, 2WikiMultihopQA few-shot prompts, {args.questions} toy questions\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import numbers
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -42,11 +43,14 @@ from langchain_adaptive_rag.generation import (
     decoder_layers,
     token_pieces,
 )
+from langchain_adaptive_rag.kernels import cudnn_advice, cudnn_attention_may_run
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 
 __all__ = ["AttentionMatrix", "ChatTransformers", "TokenSignals", "get_token_signals"]
 
 T = TypeVar("T")
+
+_logger = logging.getLogger(__name__)
 
 SIGNALS_KEY = "token_signals"
 """``response_metadata`` key holding the per-token signal lists."""
@@ -287,6 +291,7 @@ class ChatTransformers(BaseChatModel):
     _engine: DecodeEngine | None = PrivateAttr(default=None)
     _prefix_cache: PrefixCache | None = PrivateAttr(default=None)
     _engine_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _kernels_checked: bool = PrivateAttr(default=False)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -593,6 +598,7 @@ class ChatTransformers(BaseChatModel):
         Yields the first sample's token events (``stream=False``: none, the caller
         needs only the traces at the end).
         """
+        self._check_kernels()
         if not self.batching:
             with self._lock:
                 for _, event in decode_together(
@@ -605,6 +611,18 @@ class ChatTransformers(BaseChatModel):
                         yield event
             return
         yield from self._get_engine().decode(decoder, stream=stream)
+
+    def _check_kernels(self) -> None:
+        """At the first call, log once if torch may run cuDNN's attention (see ``kernels``).
+
+        Checked then rather than at load, so that an application that turns it off after
+        building the model is not told to.
+        """
+        if self._kernels_checked:
+            return
+        self._kernels_checked = True
+        if cudnn_attention_may_run(self._hf_model):
+            _logger.warning(cudnn_advice(self._hf_model))
 
     @property
     def engine(self) -> DecodeEngine | None:

@@ -70,6 +70,7 @@ from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag
 
 __all__ = [
     "add_eval_commands",
+    "choose_attention_kernels",
     "run_calibrate_command",
     "run_compare_command",
     "run_eval_command",
@@ -155,6 +156,15 @@ def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) 
         help="hub id or local model directory (transformers' default kernel, no chat template)",
     )
     parser.add_argument("--device", help="torch device, e.g. cuda (default: CPU)")
+    parser.add_argument(
+        "--cudnn-attention",
+        action="store_true",
+        help=(
+            "with --device cuda, let torch run cuDNN's attention (default: off for this "
+            "process; it builds a plan for each new key length, which decoding meets at "
+            "every step)"
+        ),
+    )
     parser.add_argument(
         "--dtype", choices=["auto", "float32", "float16", "bfloat16"], help="weights dtype"
     )
@@ -273,6 +283,23 @@ def add_eval_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     calibrate.set_defaults(handler=run_calibrate_command)
 
 
+def choose_attention_kernels(device: str | None, *, cudnn: bool) -> None:
+    """On CUDA, turn torch's cuDNN attention off for this process unless ``cudnn``.
+
+    The command line owns its process, so it may change this torch setting; the library
+    does not (see :mod:`langchain_adaptive_rag.kernels` for why and what it measured).
+
+    Args:
+        device: ``--device`` (``None``: the CPU).
+        cudnn: ``--cudnn-attention``: leave torch's choice as it is.
+    """
+    if cudnn or device is None or not device.startswith("cuda"):
+        return
+    import torch
+
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def _check_arguments(args: argparse.Namespace) -> None:
     """The checks that need no data and no model: device, --out, the input files.
 
@@ -370,6 +397,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             report = None
         else:
             retriever = setup.retriever
+            choose_attention_kernels(args.device, cudnn=args.cudnn_attention)
             model = load_chat_model(
                 args.model,
                 device=args.device,
@@ -453,6 +481,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
         setup = _prepare(args, threshold_field=field)
         _describe_setup(setup)
         retriever = setup.retriever
+        choose_attention_kernels(args.device, cudnn=args.cudnn_attention)
         model = load_chat_model(
             args.model,
             device=args.device,
