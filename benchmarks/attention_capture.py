@@ -53,6 +53,7 @@ def build(size: str, device: str, dtype: torch.dtype) -> tuple[ChatTransformers,
                 tokenizer=tokenizer,
                 max_new_tokens=NEW_TOKENS,
                 min_new_tokens=NEW_TOKENS,
+                prefix_cache_mib=0,  # every call prefills its whole prompt, as generate does
             )
         )
     return chats[0], chats[1]
@@ -163,10 +164,10 @@ def main() -> None:
     torch.backends.cuda.enable_cudnn_sdp(args.cudnn == "allowed")
     torch.set_num_threads(torch.get_num_threads())
     sdpa, eager = build(args.size, args.device, getattr(torch, args.dtype))
+    kernels = f", cuDNN attention {args.cudnn}" if args.device.startswith("cuda") else ""
     print(
         f"Llama {args.size} ({sdpa.num_layers} layers, {args.dtype}), {NEW_TOKENS} new tokens, "
-        f"greedy, device {args.device}, cuDNN attention {args.cudnn}, "
-        f"medians of {args.rounds} interleaved rounds\n"
+        f"greedy, device {args.device}{kernels}, medians of {args.rounds} interleaved rounds\n"
     )
     print(
         "| prompt | a: sdpa generate (s) | b: sdpa + capture | c: eager + capture "

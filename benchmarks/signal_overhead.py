@@ -54,6 +54,7 @@ def build_model(directory: Path) -> ChatTransformers:
         tokenizer=AutoTokenizer.from_pretrained(directory),
         max_new_tokens=NEW_TOKENS,
         min_new_tokens=NEW_TOKENS,
+        prefix_cache_mib=0,  # every call prefills its whole prompt, as generate does
     )
 
 
