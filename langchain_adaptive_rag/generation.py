@@ -1292,10 +1292,13 @@ def _common_prefix(a: str, b: str) -> str:
 
 
 def _entropy(logp: torch.Tensor) -> torch.Tensor:
-    """Entropy in nats of each row of log-probabilities; zero-probability entries add 0."""
-    p = logp.exp()
-    terms = torch.where(p > 0, p * logp, torch.zeros_like(p))
-    return -terms.sum(dim=-1)
+    """Entropy in nats of each row of log-probabilities; zero-probability entries add 0.
+
+    An entry of probability 0 gives ``0 * -inf``, NaN, which becomes 0 in place (or
+    ``-0.0`` where ``exp`` underflows, which adds nothing either): the same sums as
+    selecting the positive entries, in fewer passes over the row.
+    """
+    return -(logp.exp() * logp).nan_to_num_(nan=0.0).sum(dim=-1)
 
 
 def _warp(
@@ -1319,7 +1322,7 @@ def _warp(
     """
     if sort_all is None:
         sort_all = logits.device.type != "cpu"
-    warped = logits / options.temperature
+    warped = logits if options.temperature == 1.0 else logits / options.temperature
     top: tuple[torch.Tensor, torch.Tensor] | None = None  # (values, indices), descending
     if options.top_k is not None and options.top_k < warped.shape[-1]:
         values, indices = torch.topk(warped, options.top_k, dim=-1)

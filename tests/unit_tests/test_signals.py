@@ -39,6 +39,24 @@ def test_torch_entropy_matches_hand_values() -> None:
     assert values[1] == 0.0
 
 
+def test_torch_entropy_equals_summing_the_positive_entries_bit_for_bit() -> None:
+    """Zero probabilities (masked -inf, and exp underflow), one-hot and wide rows."""
+    torch.manual_seed(0)
+    logits = torch.randn(6, 1853, dtype=torch.float32) * 12
+    logits[0, :900] = -math.inf  # masked entries: probability 0, logprob -inf
+    logits[1] = -math.inf
+    logits[1, 7] = 0.0  # one-hot
+    logits[2, :5] = 200.0  # the rest underflows: probability 0, finite logprob
+    for dtype in (torch.float32, torch.float64):
+        logp = torch.log_softmax(logits.to(dtype), dim=-1)
+        p = logp.exp()
+        selected = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1)
+        got = _entropy(logp)
+        assert not got.isnan().any()
+        assert torch.equal(got, selected)
+        assert torch.equal(torch.signbit(got), torch.signbit(selected))
+
+
 def test_logprobs_by_hand() -> None:
     # softmax([ln 1, ln 2, ln 7]) = (0.1, 0.2, 0.7)
     logits = np.log(np.array([[1.0, 2.0, 7.0], [1.0, 2.0, 7.0]]))
