@@ -11,7 +11,9 @@ several rounds (only ratios measured in the same run are reported):
 
 Run: ``python benchmarks/attention_capture.py [--size 20m|110m] [--prompt-lengths 512 2048]``
 (on a GPU: ``--device cuda --dtype bfloat16``, and ``--size 7b`` or ``8b`` for the shapes of
-Llama-2-7B and Llama-3-8B). Target: b/a <= 1.05 at prompts 512 and 2048.
+Llama-2-7B and Llama-3-8B). Target: b/a <= 1.05 at prompts 512 and 2048. ``--size host32``
+(32 layers 64 wide) measures on a CPU what each way costs the host a step, the part of a
+GPU's step that launching kernels does not hide.
 
 ``--profile`` then runs a, b and d once more under ``torch.profiler`` at the first prompt
 length, decoding in the calling thread, and prints per token what each launched and

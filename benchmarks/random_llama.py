@@ -16,6 +16,9 @@ from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerF
 from langchain_adaptive_rag.testing import train_tokenizer
 
 SIZES = {
+    # A 7B's 32 layers at almost no arithmetic: what a step costs the host (Python, torch's
+    # dispatch), the part of a GPU step that launching kernels cannot hide.
+    "host32": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 32},
     "8m": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4},
     "20m": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6},
     "110m": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12},
@@ -29,8 +32,8 @@ SIZES = {
     },
 }
 """Shapes by rough parameter count (64-dimensional heads below 7B, 128 from 7B; 4,096
-positions). The vocabulary is the trained tokenizer's (under 2,000 tokens), so the
-7B/8B shapes hold about 6.5/7.0B parameters."""
+positions), and ``host32``, 32 layers 64 wide (one head). The vocabulary is the trained
+tokenizer's (under 2,000 tokens), so the 7B/8B shapes hold about 6.5/7.0B parameters."""
 
 
 def _config(size: str, vocab_size: int) -> LlamaConfig:
