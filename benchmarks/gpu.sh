@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 20 min in all,
+# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 21 min in all,
 # about 15 in practice: split them over calls with STEPS when a call may run 10 min at most).
 #
 # Run from the repository root on a machine with the package and a CUDA torch:
@@ -40,8 +40,8 @@ step attention_capture 150 benchmarks/attention_capture.py \
 step attention_capture_cudnn 150 benchmarks/attention_capture.py \
     --size "$large" --device "$device" --dtype "$dtype" --rounds 3 --cudnn allowed
 # Kernel launches, host synchronisations and reads per token of a, b and d (profiling a
-# 7B model's 64 tokens takes about a minute a run).
-step attention_profile 240 benchmarks/attention_capture.py \
+# 7B model's 64 tokens took over a minute a run on an H200).
+step attention_profile 300 benchmarks/attention_capture.py \
     --size "$large" --device "$device" --dtype "$dtype" --prompt-lengths 512 --rounds 1 \
     --profile --cudnn off
 step shared_prompts 90 benchmarks/shared_prompts.py \
