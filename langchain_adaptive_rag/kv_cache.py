@@ -77,9 +77,20 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self._rows = 0
         self._start = 0
         self._end = 0
+        self._geometry: tuple[int, int, int, tuple[int, ...], int] = (0, 0, 0, (), 0)
+        """Rows, heads, head size, the buffers' strides and the storage offset of
+        column ``start``: a step writes and views its columns with one ``as_strided``
+        each (the cheapest view to make, about half a slice's host time)."""
+        self._views: tuple[torch.Tensor, torch.Tensor] | None = None
+        """The ``keys`` and ``values`` objects this layer last set."""
+        self._capacity = 0
+        """Columns of the buffers (0: none)."""
 
     def _in_buffer(self) -> bool:
         """Whether ``keys``/``values`` are still this layer's views of its buffers."""
+        views = self._views
+        if views is not None and self.keys is views[0] and self.values is views[1]:
+            return True  # untouched since they were set: a step's common case, checked fast
         keys, values = self._key_buffer, self._value_buffer
         if keys is None or values is None or not self.is_initialized:
             return False
@@ -98,6 +109,17 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         rows, start, end = self._rows, self._start, self._end
         self.keys = self._key_buffer[:rows, :, start:end]
         self.values = self._value_buffer[:rows, :, start:end]
+        self._views = self.keys, self.values
+        self._capacity = self._key_buffer.shape[-2]
+        self._geometry = (rows, self.keys.shape[1], self.keys.shape[3], *self._offsets())
+
+    def _offsets(self) -> tuple[tuple[int, ...], int]:
+        """The buffers' strides and the storage offset of column ``start`` in row 0."""
+        assert self._key_buffer is not None and self._value_buffer is not None
+        keys, values = self._key_buffer, self._value_buffer
+        strides = keys.stride()  # the buffers are always made alike
+        assert values.stride() == strides and values.storage_offset() == keys.storage_offset()
+        return strides, int(keys.storage_offset()) + self._start * strides[2]
 
     def _rebuild(
         self,
@@ -130,11 +152,17 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append a step's keys and values; return everything held (views)."""
+        views, new = self._views, key_states.shape[-2]
+        if (
+            views is not None
+            and self.keys is views[0]
+            and self.values is views[1]
+            and self._end + new < self._capacity
+        ):  # a step with room: the common case, on the shortest path
+            return self._append(key_states, value_states, new)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        new = key_states.shape[-2]
-        capacity = self._key_buffer.shape[-2] if self._key_buffer is not None else 0
-        if not self._in_buffer() or self._end + new >= capacity:  # the last column stays free
+        if not self._in_buffer() or self._end + new >= self._capacity:  # last column stays free
             held = self.keys.numel() > 0
             keys = self.keys if held else key_states[:, :, :0]
             values = self.values if held else value_states[:, :, :0]
@@ -142,12 +170,23 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             if self._in_buffer() and self._key_buffer is not None:  # keep its rows of room
                 rows = max(rows, self._key_buffer.shape[0])
             self._rebuild(keys, values, rows, 0, new)
+        return self._append(key_states, value_states, new)
+
+    def _append(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, new: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write ``new`` columns after the held ones (there is room); the new views."""
         assert self._key_buffer is not None and self._value_buffer is not None
-        rows, end = self._rows, self._end
-        self._key_buffer[:rows, :, end : end + new] = key_states
-        self._value_buffer[:rows, :, end : end + new] = value_states
+        keys, values = self._key_buffer, self._value_buffer
+        rows, heads, dim, strides, first = self._geometry
+        held = self._end - self._start
+        slot = first + held * strides[2]
+        keys.as_strided((rows, heads, new, dim), strides, slot).copy_(key_states)
+        values.as_strided((rows, heads, new, dim), strides, slot).copy_(value_states)
         self._end += new
-        self._set_views()
+        self.keys = keys.as_strided((rows, heads, held + new, dim), strides, first)
+        self.values = values.as_strided((rows, heads, held + new, dim), strides, first)
+        self._views = self.keys, self.values
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:

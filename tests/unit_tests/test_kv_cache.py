@@ -94,6 +94,42 @@ def test_replaced_states_are_copied_into_a_new_buffer_at_the_next_append() -> No
     assert torch.equal(values, -keys)
 
 
+def test_a_replaced_state_of_the_same_shape_is_not_taken_for_the_buffer() -> None:
+    """Only ``keys``/``values`` objects the layer set itself skip the full check."""
+    for replaced in ("keys", "values"):
+        roomy = RoomyLayer()
+        prompt = states(1, 3, 0)
+        roomy.update(prompt, -prompt)
+        setattr(roomy, replaced, getattr(roomy, replaced).clone() + 1)  # same shape, new data
+        token = states(1, 1, 100)
+        keys, values = roomy.update(token, -token)
+        assert torch.equal(keys, torch.cat([prompt + (replaced == "keys"), token], dim=2))
+        assert torch.equal(values, torch.cat([-prompt + (replaced == "values"), -token], dim=2))
+
+
+def test_a_step_with_room_launches_two_copies_and_nothing_else() -> None:
+    """A decoding step's append costs the host two copies and the views' slices."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.seen.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    roomy = RoomyLayer()
+    roomy.update(states(2, 5, 0), states(2, 5, 0))
+    token, negated = states(2, 1, 100), states(2, 1, -100)
+    with Ops() as ops:
+        roomy.update(token, negated)
+    assert ops.seen.count("copy_") == 2
+    assert set(ops.seen) <= {"copy_", "as_strided"}, ops.seen  # views launch nothing
+    assert len(ops.seen) == 6, ops.seen  # two slots written, two views handed out
+
+
 def test_appended_rows_are_left_padded_with_zeros() -> None:
     roomy, other = RoomyLayer(), RoomyLayer()
     roomy.update(states(1, 2, 0), states(1, 2, 0))
