@@ -21,6 +21,9 @@ waited for (kernel launches, host synchronisations, device time, and reads back 
 host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device) and b's busiest
 operators: where a GPU run's b/a comes from.
 
+``--parts`` adds (e) attention rows only and (f) the hidden state only: what each of b's
+two captures costs apart.
+
 ``--cudnn off`` takes torch's cuDNN attention out of every run (a GPU's default picks it
 on Hopper, and it builds a plan for each new key length and batch shape: see
 docs/benchmarks.md, "On a GPU").
@@ -62,11 +65,14 @@ def build(size: str, device: str, dtype: torch.dtype) -> tuple[ChatTransformers,
 
 
 def variants(
-    sdpa: ChatTransformers, eager: ChatTransformers, prompt: list[int]
+    sdpa: ChatTransformers, eager: ChatTransformers, prompt: list[int], parts: bool = False
 ) -> dict[str, Callable[[], object]]:
+    """The ways a, b, c and d (with ``parts``, also e and f: b's two captures apart)."""
     inputs = torch.tensor([prompt], device=sdpa.hf_model.device)
     layer = sdpa.num_layers // 2
     capture = CaptureOptions(attention=True, attention_layer=layer, hidden=True, hidden_layer=layer)
+    rows_only = CaptureOptions(attention=True, attention_layer=layer)
+    hidden_only = CaptureOptions(hidden=True, hidden_layer=layer)
 
     def plain() -> object:
         with torch.inference_mode():
@@ -78,12 +84,16 @@ def variants(
                 pad_token_id=0,
             )
 
-    return {
+    ways: dict[str, Callable[[], object]] = {
         "a": plain,
         "b": lambda: sdpa.generate_trace(prompt, capture=capture),
         "c": lambda: eager.generate_trace(prompt, capture=capture),
         "d": lambda: sdpa.generate_trace(prompt),
     }
+    if parts:
+        ways["e"] = lambda: sdpa.generate_trace(prompt, capture=rows_only)
+        ways["f"] = lambda: sdpa.generate_trace(prompt, capture=hidden_only)
+    return ways
 
 
 READS = ("cpu", "tolist", "item", "__bool__")
@@ -160,6 +170,9 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     parser.add_argument("--profile", action="store_true", help="profile a, b and d (see above)")
     parser.add_argument(
+        "--parts", action="store_true", help="also e: attention rows only, f: hidden state only"
+    )
+    parser.add_argument(
         "--cudnn", choices=["allowed", "off"], default="allowed", help="torch's cuDNN attention"
     )
     args = parser.parse_args()
@@ -171,14 +184,16 @@ def main() -> None:
         f"Llama {args.size} ({sdpa.num_layers} layers, {args.dtype}), {NEW_TOKENS} new tokens, "
         f"greedy, device {args.device}{kernels}, medians of {args.rounds} interleaved rounds\n"
     )
+    extra = " e: rows only | f: hidden only |" if args.parts else ""
+    ratios = " e/a | f/a |" if args.parts else ""
     print(
         "| prompt | a: sdpa generate (s) | b: sdpa + capture | c: eager + capture "
-        "| d: sdpa, entropy only | b/a | c/a | d/a |"
+        f"| d: sdpa, entropy only |{extra} b/a | c/a | d/a |{ratios}"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:" * (8 + 4 * args.parts) + "|")
     for length in args.prompt_lengths:
         prompt = [int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (length,))]
-        runs = variants(sdpa, eager, prompt)
+        runs = variants(sdpa, eager, prompt, parts=args.parts)
         for run in runs.values():
             run()  # warm-up
         times: dict[str, list[float]] = {key: [] for key in runs}
@@ -192,11 +207,9 @@ def main() -> None:
                     torch.cuda.synchronize()
                 times[key].append(time.perf_counter() - start)
         m = {key: statistics.median(values) for key, values in times.items()}
-        print(
-            f"| {length} | {m['a']:.3f} | {m['b']:.3f} | {m['c']:.3f} | {m['d']:.3f} "
-            f"| {m['b'] / m['a']:.3f} | {m['c'] / m['a']:.3f} | {m['d'] / m['a']:.3f} |",
-            flush=True,
-        )
+        seconds = " | ".join(f"{m[key]:.3f}" for key in runs)
+        ratio = " | ".join(f"{m[key] / m['a']:.3f}" for key in runs if key != "a")
+        print(f"| {length} | {seconds} | {ratio} |", flush=True)
     if args.profile:
         prompt = [
             int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (args.prompt_lengths[0],))

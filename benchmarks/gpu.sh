@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 21 min in all,
+# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 23 min in all,
 # about 15 in practice: split them over calls with STEPS when a call may run 10 min at most).
 #
 # Run from the repository root on a machine with the package and a CUDA torch:
@@ -39,6 +39,10 @@ step attention_capture 150 benchmarks/attention_capture.py \
     --size "$large" --device "$device" --dtype "$dtype" --rounds 5 --cudnn off
 step attention_capture_cudnn 150 benchmarks/attention_capture.py \
     --size "$large" --device "$device" --dtype "$dtype" --rounds 3 --cudnn allowed
+# b's two captures apart (e: attention rows only, f: the hidden state only), at 512 tokens.
+step attention_parts 120 benchmarks/attention_capture.py \
+    --size "$large" --device "$device" --dtype "$dtype" --prompt-lengths 512 --rounds 5 \
+    --parts --cudnn off
 # Kernel launches, host synchronisations and reads per token of a, b and d (profiling a
 # 7B model's 64 tokens took over a minute a run on an H200).
 step attention_profile 300 benchmarks/attention_capture.py \
