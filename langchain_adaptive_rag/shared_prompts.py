@@ -65,7 +65,8 @@ class PromptLayout:
     every_row: bool
     """Whether the grouped rows are all the rows, in order."""
     dense: bool
-    """Whether, moreover, every call has ``width`` rows (the layout is the rows)."""
+    """Whether, moreover, the rows are the layout: each call's rows together, in the calls'
+    order, every call with ``width`` rows."""
     prompt_bias: torch.Tensor
     """``(rows, 1, prompt length)``: 0 where a row sees a prompt column, -inf elsewhere
     (every column for a row that reads no shared prompt)."""
@@ -124,8 +125,8 @@ class SharedPrompts:
         """Lay out the rows of the next step; drop the prompts no row reads any more.
 
         Args:
-            requests: The request of each row of the loop's cache, in row order (the rows
-                of one request consecutive).
+            requests: The request of each row of the loop's cache, in row order (the
+                loop keeps one request's rows together; any order is laid out right).
 
         Returns:
             The layout (also kept as :attr:`layout`); ``None`` when no row reads a prompt.
@@ -169,7 +170,9 @@ class SharedPrompts:
             slots=torch.tensor(slots, device=device),
             width=width,
             every_row=every_row,
-            dense=every_row and len(requests) == width * len(self.owners),
+            dense=every_row
+            and len(requests) == width * len(self.owners)
+            and slots == list(range(len(requests))),
             prompt_bias=bias.unsqueeze(1),
         )
         return self.layout

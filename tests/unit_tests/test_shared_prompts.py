@@ -53,6 +53,7 @@ def reference(
         [10, 10, 10, 11, 11, 11],  # every row reads a prompt, calls of equal size
         [10, 10, 10, 11],  # calls of different sizes
         [7, 10, 10, 8, 11, 11, 11],  # rows of single-sample calls among them
+        [10, 11, 11, 10, 10, 11],  # calls' rows interleaved: laid out apart, not as a view
     ],
 )
 @pytest.mark.parametrize("softcap", [None, 5.0])
