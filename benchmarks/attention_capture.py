@@ -22,7 +22,8 @@ host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device) an
 operators: where a GPU run's b/a comes from.
 
 ``--parts`` adds (e) attention rows only and (f) the hidden state only: what each of b's
-two captures costs apart.
+two captures costs apart. ``--new-tokens 16`` against the default 64 separates what capture
+costs once a call (setting the hooks up, the extra forward pass) from what it costs a token.
 
 ``--cudnn off`` takes torch's cuDNN attention out of every run (a GPU's default picks it
 on Hopper, and it builds a plan for each new key length and batch shape: see
@@ -47,7 +48,9 @@ from langchain_adaptive_rag.generation import CaptureOptions
 NEW_TOKENS = 64
 
 
-def build(size: str, device: str, dtype: torch.dtype) -> tuple[ChatTransformers, ChatTransformers]:
+def build(
+    size: str, device: str, dtype: torch.dtype, new_tokens: int = NEW_TOKENS
+) -> tuple[ChatTransformers, ChatTransformers]:
     """The same random weights twice: every layer sdpa, and every layer eager."""
     chats = []
     for kernel in ("sdpa", "eager"):
@@ -56,8 +59,8 @@ def build(size: str, device: str, dtype: torch.dtype) -> tuple[ChatTransformers,
             ChatTransformers(
                 model=model,
                 tokenizer=tokenizer,
-                max_new_tokens=NEW_TOKENS,
-                min_new_tokens=NEW_TOKENS,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
                 prefix_cache_mib=0,  # every call prefills its whole prompt, as generate does
             )
         )
@@ -67,6 +70,7 @@ def build(size: str, device: str, dtype: torch.dtype) -> tuple[ChatTransformers,
 def variants(
     sdpa: ChatTransformers, eager: ChatTransformers, prompt: list[int], parts: bool = False
 ) -> dict[str, Callable[[], object]]:
+    new_tokens = sdpa.max_new_tokens
     """The ways a, b, c and d (with ``parts``, also e and f: b's two captures apart)."""
     inputs = torch.tensor([prompt], device=sdpa.hf_model.device)
     layer = sdpa.num_layers // 2
@@ -78,8 +82,8 @@ def variants(
         with torch.inference_mode():
             return sdpa.hf_model.generate(
                 inputs,
-                max_new_tokens=NEW_TOKENS,
-                min_new_tokens=NEW_TOKENS,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
                 do_sample=False,
                 pad_token_id=0,
             )
@@ -130,6 +134,7 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available() and sdpa.hf_model.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
+    tokens = sdpa.max_new_tokens
     threaded = sdpa.batch_concurrent_calls
     sdpa.batch_concurrent_calls = False  # decode in this thread: its operators are recorded
     print(
@@ -149,8 +154,8 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             syncs = sum(e.count for e in events if e.key in SYNCS)
             device_us = sum(e.self_device_time_total for e in events if e.key not in LAUNCHES)
             print(
-                f"| {key} | {launches / NEW_TOKENS:.0f} | {syncs / NEW_TOKENS:.1f} "
-                f"| {device_us / 1000 / NEW_TOKENS:.2f} | {len(reads) / NEW_TOKENS:.1f} |"
+                f"| {key} | {launches / tokens:.0f} | {syncs / tokens:.1f} "
+                f"| {device_us / 1000 / tokens:.2f} | {len(reads) / tokens:.1f} |"
             )
             tables[key] = events.table(
                 sort_by="cpu_time_total", row_limit=20, max_name_column_width=48
@@ -166,6 +171,9 @@ def main() -> None:
     parser.add_argument("--size", choices=list(SIZES), default="20m")
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--new-tokens", type=int, default=NEW_TOKENS, help="tokens a call generates (64)"
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     parser.add_argument("--profile", action="store_true", help="profile a, b and d (see above)")
@@ -178,11 +186,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.backends.cuda.enable_cudnn_sdp(args.cudnn == "allowed")
     torch.set_num_threads(torch.get_num_threads())
-    sdpa, eager = build(args.size, args.device, getattr(torch, args.dtype))
+    sdpa, eager = build(args.size, args.device, getattr(torch, args.dtype), args.new_tokens)
     kernels = f", cuDNN attention {args.cudnn}" if args.device.startswith("cuda") else ""
     print(
-        f"Llama {args.size} ({sdpa.num_layers} layers, {args.dtype}), {NEW_TOKENS} new tokens, "
-        f"greedy, device {args.device}{kernels}, medians of {args.rounds} interleaved rounds\n"
+        f"Llama {args.size} ({sdpa.num_layers} layers, {args.dtype}), "
+        f"{args.new_tokens} new tokens, greedy, device {args.device}{kernels}, "
+        f"medians of {args.rounds} interleaved rounds\n"
     )
     extra = " e: rows only | f: hidden only |" if args.parts else ""
     ratios = " e/a | f/a |" if args.parts else ""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 23 min in all,
+# The GPU measurements of docs/benchmarks.md, each bounded in time (at most 25 min in all,
 # about 15 in practice: split them over calls with STEPS when a call may run 10 min at most).
 #
 # Run from the repository root on a machine with the package and a CUDA torch:
@@ -43,6 +43,11 @@ step attention_capture_cudnn 150 benchmarks/attention_capture.py \
 step attention_parts 120 benchmarks/attention_capture.py \
     --size "$large" --device "$device" --dtype "$dtype" --prompt-lengths 512 --rounds 5 \
     --parts --cudnn off
+# The same at 16 tokens a call: b - d there against 64 tokens splits capture's cost into
+# what it costs once a call and what it costs a token.
+step attention_short 90 benchmarks/attention_capture.py \
+    --size "$large" --device "$device" --dtype "$dtype" --prompt-lengths 512 --rounds 5 \
+    --parts --new-tokens 16 --cudnn off
 # Kernel launches, host synchronisations and reads per token of a, b and d (profiling a
 # 7B model's 64 tokens took over a minute a run on an H200).
 step attention_profile 300 benchmarks/attention_capture.py \
