@@ -1689,6 +1689,13 @@ class _BatchLoop:
 
     def _append_blank(self, like: Any, count: int) -> None:
         """Append ``count`` rows that hold no columns yet (they read a shared prompt)."""
+        if self.cache is not None and is_roomy(self.cache):  # in the rows' room
+            for layer in self.cache.layers:
+                layer.add_rows(count, self.max_rows)
+            width = self.mask.shape[1]
+            self.mask = torch.cat([self.mask, self.mask.new_zeros((count, width))])
+            self.padded = True
+            return
         blank = RoomyCache()
         for number, layer in enumerate(like.layers):
             keys = layer.keys[:1, :, :0].expand(count, -1, -1, -1)

@@ -233,6 +233,29 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self._rows = len(keep)
         self._set_views()
 
+    def add_rows(self, count: int, rows: int = 0) -> None:
+        """Append ``count`` rows that hold no columns yet (rows that read a shared prompt).
+
+        Their columns are zero, as every column a row does not hold; the loop's mask hides
+        them. In the buffers' room when there is room for the rows; otherwise everything
+        is copied once into new buffers with room for up to twice the rows they hold.
+
+        Args:
+            count: Rows to append.
+            rows: The most rows the layer is to hold (see :meth:`append_rows`).
+        """
+        total = self.keys.shape[0] + count
+        fits = (
+            self._in_buffer()
+            and self._key_buffer is not None
+            and total <= self._key_buffer.shape[0]
+        )
+        if not fits:
+            room = min(max(total, rows), 2 * total)
+            self._rebuild(self.keys, self.values, room, ROOM)
+        self._rows = total
+        self._set_views()
+
     def drop_leading(self, count: int) -> None:
         """Forget the first ``count`` columns of every row (without copying)."""
         if self._in_buffer():

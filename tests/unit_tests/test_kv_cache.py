@@ -268,3 +268,29 @@ def test_a_roomy_cache_keeps_rows_in_place_in_every_layer() -> None:
     plain.batch_select_indices(torch.tensor([1, 0]))
     for mine, theirs in zip(cache.layers, plain.layers, strict=True):
         assert torch.equal(mine.keys, theirs.keys)
+
+
+def test_rows_without_columns_are_added_in_the_room_of_rows_that_left() -> None:
+    roomy = RoomyLayer()
+    held = states(4, 3, 0)
+    roomy.update(held, -held)
+    roomy.keep_rows([0, 2])
+    buffer = roomy.keys.data_ptr()
+    roomy.add_rows(2)
+    assert roomy.keys.data_ptr() == buffer and roomy.keys.shape == (4, 2, 3, 3)
+    assert torch.equal(roomy.keys[:2], held[[0, 2]]) and not roomy.keys[2:].any()
+    token = states(4, 1, 700)
+    keys, values = roomy.update(token, -token)
+    assert torch.equal(keys[2:, :, -1:], token[2:]) and torch.equal(values, -keys)
+
+
+def test_rows_without_columns_and_no_room_get_new_buffers_with_room() -> None:
+    roomy = RoomyLayer()
+    held = states(2, 3, 0)
+    roomy.update(held, -held)
+    roomy.add_rows(1, rows=5)  # 3 rows: room for up to twice, at most 5
+    assert roomy._key_buffer is not None and roomy._key_buffer.shape[0] == 5
+    assert torch.equal(roomy.keys[:2], held) and not roomy.keys[2].any()
+    buffer = roomy.keys.data_ptr()
+    roomy.add_rows(2, rows=5)
+    assert roomy.keys.shape[0] == 5 and roomy.keys.data_ptr() == buffer
