@@ -86,11 +86,15 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self._capacity = 0
         """Columns of the buffers (0: none)."""
 
+    def _owns_views(self) -> bool:
+        """Whether ``keys``/``values`` are the very views this layer last set (fast)."""
+        views = self._views
+        return views is not None and self.keys is views[0] and self.values is views[1]
+
     def _in_buffer(self) -> bool:
         """Whether ``keys``/``values`` are still this layer's views of its buffers."""
-        views = self._views
-        if views is not None and self.keys is views[0] and self.values is views[1]:
-            return True  # untouched since they were set: a step's common case, checked fast
+        if self._owns_views():
+            return True  # untouched since they were set: a step's common case
         keys, values = self._key_buffer, self._value_buffer
         if keys is None or values is None or not self.is_initialized:
             return False
@@ -152,13 +156,8 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append a step's keys and values; return everything held (views)."""
-        views, new = self._views, key_states.shape[-2]
-        if (
-            views is not None
-            and self.keys is views[0]
-            and self.values is views[1]
-            and self._end + new < self._capacity
-        ):  # a step with room: the common case, on the shortest path
+        new = key_states.shape[-2]
+        if self._owns_views() and self._end + new < self._capacity:  # a step with room
             return self._append(key_states, value_states, new)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)

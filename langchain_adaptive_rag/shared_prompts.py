@@ -170,9 +170,7 @@ class SharedPrompts:
             slots=torch.tensor(slots, device=device),
             width=width,
             every_row=every_row,
-            dense=every_row
-            and len(requests) == width * len(self.owners)
-            and slots == list(range(len(requests))),
+            dense=every_row and slots == list(range(width * len(self.owners))),
             prompt_bias=bias.unsqueeze(1),
         )
         return self.layout
