@@ -18,8 +18,9 @@ GPU's step that launching kernels does not hide.
 ``--profile`` then runs a, b and d once more under ``torch.profiler`` at the first prompt
 length, decoding in the calling thread, and prints per token what each launched and
 waited for (kernel launches, host synchronisations, device time, and reads back to the
-host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device) and b's busiest
-operators: where a GPU run's b/a comes from.
+host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device), the operators
+dispatched (on any device: on a GPU each one that is not a view launches a kernel) and b's
+busiest operators: where a GPU run's b/a comes from.
 
 ``--parts`` adds (e) attention rows only and (f) the hidden state only: what each of b's
 two captures costs apart. ``--new-tokens 16`` against the default 64 separates what capture
@@ -41,6 +42,7 @@ from contextlib import contextmanager
 import torch
 from random_llama import SIZES, build_random_llama
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.generation import CaptureOptions
@@ -125,6 +127,24 @@ def counting_reads(counts: list[int]) -> Iterator[None]:
             setattr(torch.Tensor, name, original)
 
 
+class CountingOperators(TorchDispatchMode):
+    """Count the operators dispatched in this thread, on any device (views included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(
+        self,
+        func: Callable[..., object],
+        types: object,
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
@@ -139,9 +159,9 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
     sdpa.batch_concurrent_calls = False  # decode in this thread: its operators are recorded
     print(
         "\n| run | kernel launches / token | host syncs / token | device ms / token "
-        "| host reads / token |"
+        "| host reads / token | operators / token |"
     )
-    print("|---|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|")
     tables = {}
     try:
         for key in ("a", "b", "d"):
@@ -149,13 +169,16 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             reads: list[int] = []
             with counting_reads(reads), profile(activities=activities) as prof:
                 runs[key]()
+            with CountingOperators() as operators:
+                runs[key]()
             events = prof.key_averages()
             launches = sum(e.count for e in events if e.key in LAUNCHES)
             syncs = sum(e.count for e in events if e.key in SYNCS)
             device_us = sum(e.self_device_time_total for e in events if e.key not in LAUNCHES)
             print(
                 f"| {key} | {launches / tokens:.0f} | {syncs / tokens:.1f} "
-                f"| {device_us / 1000 / tokens:.2f} | {len(reads) / tokens:.1f} |"
+                f"| {device_us / 1000 / tokens:.2f} | {len(reads) / tokens:.1f} "
+                f"| {operators.count / tokens:.0f} |"
             )
             tables[key] = events.table(
                 sort_by="cpu_time_total", row_limit=20, max_name_column_width=48

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
 from langchain_adaptive_rag.attention_rows import attention_rows
@@ -141,3 +142,52 @@ def test_capture_reads_back_once_per_forward_pass(
     assert len(reads) <= len(passes) * (1 + sampled)
     in_steps = [name for name in made if not name.startswith(("_prefill", "lazy_init"))]
     assert len(in_steps) <= (len(passes) - 1) * (1 + sampled)  # the fed tokens (+ draws)
+
+
+class _Operators(TorchDispatchMode):
+    """Count the operators dispatched in this thread (on a GPU, each kernel a launch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_capture_adds_a_few_operators_a_token_and_one_pass_a_call(
+    tiny_model_dirs: dict[str, Path],
+) -> None:
+    """What capture costs a launch-bound GPU: a few operators a step, one pass a call.
+
+    A decoding step of a 7B model launches about 1,500 kernels; the captured layer's rows
+    (its query against its keys, softmax, mean over heads) and the hidden state add about
+    a dozen operators a token, and the last token is fed once more for its own row.
+    Counted per token from the difference between 12- and 4-token calls.
+    """
+    sdpa = ChatTransformers(
+        model=str(tiny_model_dirs["llama"]),
+        attn_implementation="sdpa",
+        batch_concurrent_calls=False,  # decode in this thread: the dispatch mode sees it
+        prefix_cache_mib=0,
+    )
+    capture = {"attention": True, "hidden": True}
+
+    def operators(tokens: int, **options: object) -> int:
+        kwargs = trace_options(sdpa, max_new_tokens=tokens, min_new_tokens=tokens, **options)
+        sdpa.generate_trace(PROMPT, **kwargs)  # the same call once before: nothing lazy
+        with _Operators() as counted:
+            sdpa.generate_trace(PROMPT, **kwargs)
+        return counted.count
+
+    def per_token(**options: object) -> float:
+        return (operators(12, **options) - operators(4, **options)) / 8
+
+    def per_call(**options: object) -> float:
+        return operators(4, **options) - 4 * per_token(**options)
+
+    step = per_token()
+    assert step > 100  # a forward pass of the tiny model
+    assert 0 < per_token(**capture) - step <= 20
+    assert per_call(**capture) - per_call() <= 1.1 * step  # the last token fed once more
