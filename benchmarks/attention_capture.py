@@ -40,9 +40,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
+from cache_append import CountingOperators
 from random_llama import SIZES, build_random_llama
 from torch.profiler import ProfilerActivity, profile
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.generation import CaptureOptions
@@ -127,24 +127,6 @@ def counting_reads(counts: list[int]) -> Iterator[None]:
             setattr(torch.Tensor, name, original)
 
 
-class CountingOperators(TorchDispatchMode):
-    """Count the operators dispatched in this thread, on any device (views included)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(
-        self,
-        func: Callable[..., object],
-        types: object,
-        args: tuple[object, ...] = (),
-        kwargs: dict[str, object] | None = None,
-    ) -> object:
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
@@ -178,7 +160,7 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             print(
                 f"| {key} | {launches / tokens:.0f} | {syncs / tokens:.1f} "
                 f"| {device_us / 1000 / tokens:.2f} | {len(reads) / tokens:.1f} "
-                f"| {operators.count / tokens:.0f} |"
+                f"| {sum(operators.ops.values()) / tokens:.0f} |"
             )
             tables[key] = events.table(
                 sort_by="cpu_time_total", row_limit=20, max_name_column_width=48

@@ -30,8 +30,8 @@ from langchain_adaptive_rag.kv_cache import RoomyLayer
 LAYERS: dict[str, type[Any]] = {"DynamicLayer": DynamicLayer, "RoomyLayer": RoomyLayer}
 
 
-class _Count(TorchDispatchMode):
-    """Counts the aten operators dispatched while entered."""
+class CountingOperators(TorchDispatchMode):
+    """Counts the aten operators dispatched in this thread while entered, by name."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -70,7 +70,7 @@ def operators_per_append(layer_class: type[Any], prompt: int) -> Counter[str]:
     layer = _prefilled(layer_class, prompt)
     token = torch.randn(1, 1, 1, 16)
     layer.update(token, token)
-    with _Count() as count:
+    with CountingOperators() as count:
         layer.update(token, token)
     return count.ops
 
