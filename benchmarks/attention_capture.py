@@ -72,8 +72,8 @@ def build(
 def variants(
     sdpa: ChatTransformers, eager: ChatTransformers, prompt: list[int], parts: bool = False
 ) -> dict[str, Callable[[], object]]:
-    new_tokens = sdpa.max_new_tokens
     """The ways a, b, c and d (with ``parts``, also e and f: b's two captures apart)."""
+    new_tokens = sdpa.max_new_tokens
     inputs = torch.tensor([prompt], device=sdpa.hf_model.device)
     layer = sdpa.num_layers // 2
     capture = CaptureOptions(attention=True, attention_layer=layer, hidden=True, hidden_layer=layer)

@@ -1,4 +1,4 @@
-"""Test helpers: count what would wait for an accelerator while decoding on the CPU."""
+"""Test helpers: count what would wait for an accelerator, or launch on it, on the CPU."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 READS = ("cpu", "tolist", "item")
 """Tensor methods that read values back to the host (on an accelerator: a wait)."""
@@ -41,3 +42,18 @@ def count_tensors_from_lists(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(torch, "tensor", tensor)
     return made
+
+
+class DispatchedOperators(TorchDispatchMode):
+    """Record the name of each operator dispatched in this thread while entered.
+
+    On a GPU each one that is not a view launches a kernel, whose launch the host pays.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.seen.append(str(func.overloadpacket.__name__))
+        return func(*args, **(kwargs or {}))

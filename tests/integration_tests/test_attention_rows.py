@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
 from langchain_adaptive_rag.attention_rows import attention_rows
 from langchain_adaptive_rag.generation import attention_module
-from tests.host_reads import count_host_reads, count_tensors_from_lists
+from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
 from tests.trace_options import trace_options
 
 ATOL = 1e-5
@@ -144,18 +143,6 @@ def test_capture_reads_back_once_per_forward_pass(
     assert len(in_steps) <= (len(passes) - 1) * (1 + sampled)  # the fed tokens (+ draws)
 
 
-class _Operators(TorchDispatchMode):
-    """Count the operators dispatched in this thread (on a GPU, each kernel a launch)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 def test_capture_adds_a_few_operators_a_token_and_one_pass_a_call(
     tiny_model_dirs: dict[str, Path],
 ) -> None:
@@ -177,9 +164,9 @@ def test_capture_adds_a_few_operators_a_token_and_one_pass_a_call(
     def operators(tokens: int, **options: object) -> int:
         kwargs = trace_options(sdpa, max_new_tokens=tokens, min_new_tokens=tokens, **options)
         sdpa.generate_trace(PROMPT, **kwargs)  # the same call once before: nothing lazy
-        with _Operators() as counted:
+        with DispatchedOperators() as counted:
             sdpa.generate_trace(PROMPT, **kwargs)
-        return counted.count
+        return len(counted.seen)
 
     def per_token(**options: object) -> float:
         return (operators(12, **options) - operators(4, **options)) / 8

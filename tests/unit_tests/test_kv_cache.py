@@ -17,6 +17,7 @@ from langchain_adaptive_rag.kv_cache import (
     is_roomy,
     plain_model_cache,
 )
+from tests.host_reads import DispatchedOperators
 
 
 def states(batch: int, tokens: int, start: float) -> torch.Tensor:
@@ -108,22 +109,11 @@ def test_a_replaced_state_of_the_same_shape_is_not_taken_for_the_buffer() -> Non
 
 
 def test_a_step_with_room_launches_two_copies_and_nothing_else() -> None:
-    """A decoding step's append costs the host two copies and the views' slices."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Ops(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: list[str] = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.seen.append(str(func.overloadpacket.__name__))
-            return func(*args, **(kwargs or {}))
-
+    """A decoding step's append costs the host two copies and four ``as_strided`` views."""
     roomy = RoomyLayer()
     roomy.update(states(2, 5, 0), states(2, 5, 0))
     token, negated = states(2, 1, 100), states(2, 1, -100)
-    with Ops() as ops:
+    with DispatchedOperators() as ops:
         roomy.update(token, negated)
     assert ops.seen.count("copy_") == 2
     assert set(ops.seen) <= {"copy_", "as_strided"}, ops.seen  # views launch nothing
