@@ -42,6 +42,8 @@ from contextlib import contextmanager
 import torch
 from cache_append import CountingOperators
 from random_llama import SIZES, build_random_llama
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import EventList
 from torch.profiler import ProfilerActivity, profile
 
 from langchain_adaptive_rag import ChatTransformers
@@ -131,6 +133,20 @@ LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
+def device_time(events: EventList) -> float:
+    """Microseconds the device spent on the profiled run's kernels and copies.
+
+    The profiler lists each kernel twice: as an event of its own (on the device) and in
+    the device time of the operator that launched it; only the former are summed, as
+    torch's own tables do.
+    """
+    return sum(
+        e.self_device_time_total
+        for e in events
+        if e.device_type != DeviceType.CPU and not e.is_user_annotation
+    )
+
+
 def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> None:
     """Print what a, b and d launch and wait for per token, and b's busiest operators."""
     activities = [ProfilerActivity.CPU]
@@ -145,6 +161,7 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
     )
     print("|---|---:|---:|---:|---:|---:|")
     tables = {}
+    averages: dict[str, EventList] = {}
     try:
         for key in ("a", "b", "d"):
             runs[key]()
@@ -156,12 +173,13 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             events = prof.key_averages()
             launches = sum(e.count for e in events if e.key in LAUNCHES)
             syncs = sum(e.count for e in events if e.key in SYNCS)
-            device_us = sum(e.self_device_time_total for e in events if e.key not in LAUNCHES)
+            device_us = device_time(events)
             print(
                 f"| {key} | {launches / tokens:.0f} | {syncs / tokens:.1f} "
                 f"| {device_us / 1000 / tokens:.2f} | {len(reads) / tokens:.1f} "
                 f"| {sum(operators.ops.values()) / tokens:.0f} |"
             )
+            averages[key] = events
             tables[key] = events.table(
                 sort_by="cpu_time_total", row_limit=20, max_name_column_width=48
             )
@@ -169,6 +187,61 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
         sdpa.batch_concurrent_calls = threaded
     print("\nb's operators by CPU time (64 tokens):\n")
     print(tables["b"])
+    print(capture_operators(averages["b"], averages["d"], tokens))
+
+
+def capture_operators(b: EventList, d: EventList, tokens: int) -> str:
+    """What b runs beyond d, per token, with d scaled to b's number of forward passes.
+
+    Both runs decode the same tokens, and b feeds its last token once more for that token's
+    own attention row: scaling d's operators by b's passes over d's (counted by
+    ``aten::embedding``, once a pass) leaves the operators of the captures themselves.
+    Only calls and device time are compared: one run's host times per operator vary by
+    more than the captures cost.
+
+    Returns:
+        A markdown table of the operators b adds (calls and device microseconds a token,
+        each operator's own kernels), most device time first, with their totals, and the
+        device time of all of b's operators over d's and of one forward pass.
+    """
+
+    def per_key(events: EventList) -> dict[str, tuple[int, float]]:
+        return {
+            e.key: (e.count, e.self_device_time_total)
+            for e in events
+            if e.key.startswith("aten::") or e.key in LAUNCHES
+        }
+
+    ours, theirs = per_key(b), per_key(d)
+    passes_b = ours.get("aten::embedding", (1, 0.0))[0]
+    passes_d = theirs.get("aten::embedding", (1, 0.0))[0]
+    scale = passes_b / passes_d
+    rows = []
+    for key, (count, device) in ours.items():
+        calls, time = theirs.get(key, (0, 0.0))
+        extra_calls = count - calls * scale
+        if extra_calls >= 0.5 * tokens:  # at least once every other token
+            rows.append((key, extra_calls / tokens, (device - time * scale) / tokens))
+    rows.sort(key=lambda row: (-row[2], -row[1]))
+    all_device = sum(v[1] for v in ours.values()) - sum(v[1] for v in theirs.values()) * scale
+    lines = [
+        f"\nb's own operators beyond d, a token (d scaled by b's {passes_b} forward passes over "
+        f"its {passes_d}):\n",
+        "| operator | calls / token | device us / token |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {key} | {calls:.1f} | {device:.1f} |" for key, calls, device in rows]
+    lines.append(
+        f"| all above (calls: operators) | {sum(r[1] for r in rows if r[0] not in LAUNCHES):.1f} "
+        f"| {sum(r[2] for r in rows):.1f} |"
+    )
+    pass_device = sum(v[1] for v in theirs.values()) / passes_d
+    lines.append(
+        f"\nEvery operator of b over scaled d: {all_device / tokens:.1f} device us a token; "
+        f"one forward pass of d: {pass_device / 1000:.2f} device ms (b runs "
+        f"{passes_b - passes_d} more a call)."
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
