@@ -30,13 +30,9 @@ import numpy as np
 import torch
 from random_llama import SIZES, build_random_llama
 
-from langchain_adaptive_rag import generation
-from langchain_adaptive_rag.generation import (
-    CaptureOptions,
-    DecodingOptions,
-    TraceDecoder,
-    decode_together,
-)
+from langchain_adaptive_rag import decoding_loop
+from langchain_adaptive_rag.decoding_loop import decode_together
+from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, TraceDecoder
 
 CAPTURE = CaptureOptions(hidden=True, hidden_site="mlp", hidden_at="eos")  # SeaKR's signal
 
@@ -46,7 +42,7 @@ class PeakBytes:
 
     def __init__(self) -> None:
         self.peak = 0
-        self._step = generation._BatchLoop._step
+        self._step = decoding_loop._BatchLoop._step
 
     def __enter__(self) -> PeakBytes:
         step = self._step
@@ -61,11 +57,11 @@ class PeakBytes:
                             held += buffer.numel() * buffer.element_size()
             self.peak = max(self.peak, held)
 
-        generation._BatchLoop._step = watched  # type: ignore[method-assign]
+        decoding_loop._BatchLoop._step = watched  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        generation._BatchLoop._step = self._step  # type: ignore[method-assign]
+        decoding_loop._BatchLoop._step = self._step  # type: ignore[method-assign]
 
 
 def run(

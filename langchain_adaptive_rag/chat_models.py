@@ -29,22 +29,21 @@ from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, field_validator,
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from typing_extensions import Self
 
+from langchain_adaptive_rag.capture import AttentionCapture, decoder_layers
+from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 from langchain_adaptive_rag.generation import (
-    AttentionCapture,
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
     SignalDistribution,
     TokenEvent,
     TraceDecoder,
-    decode_together,
-    decoder_layers,
-    token_pieces,
 )
 from langchain_adaptive_rag.kernels import cudnn_advice, cudnn_attention_may_run
 from langchain_adaptive_rag.prefix_cache import PrefixCache
+from langchain_adaptive_rag.token_text import token_pieces
 
 __all__ = ["AttentionMatrix", "ChatTransformers", "TokenSignals", "get_token_signals"]
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
+from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
@@ -36,7 +37,6 @@ from langchain_adaptive_rag.generation import (
     TraceDecoder,
     capture_covers,
     capture_union,
-    decode_together,
 )
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 

@@ -10,7 +10,7 @@ import torch
 
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
 from langchain_adaptive_rag.attention_rows import attention_rows
-from langchain_adaptive_rag.generation import attention_module
+from langchain_adaptive_rag.capture import attention_module
 from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
 from tests.trace_options import trace_options
 

@@ -18,17 +18,19 @@ import numpy as np
 import pytest
 import torch
 
-from langchain_adaptive_rag import ChatTransformers, GenerationTrace, generation
+from langchain_adaptive_rag import ChatTransformers, GenerationTrace, decoding_loop
 from langchain_adaptive_rag import engine as engine_module
+from langchain_adaptive_rag import sampling as sampling_module
+from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
+    TokenEvent,
     TraceDecoder,
     capture_covers,
     capture_union,
-    decode_together,
 )
 from tests.host_reads import count_tensors_from_lists
 from tests.trace_options import trace_options
@@ -183,13 +185,13 @@ def test_sampling_requests_share_one_distribution_pass(
     made = [(PROMPTS[0], 5, 0), (PROMPTS[1], 6, 0), (PROMPTS[2], 7, 0), (PROMPTS[4], 8, 4)]
     alone = [decoder(*m).run() for m in made]
     passes: list[int] = []
-    of = generation._Distribution.of.__func__  # type: ignore[attr-defined]
+    of = sampling_module.Distribution.of.__func__  # type: ignore[attr-defined]
 
     def counted(cls: type, logits: torch.Tensor, *rest: Any) -> Any:
         passes.append(logits.shape[0])
         return of(cls, logits, *rest)
 
-    monkeypatch.setattr(generation._Distribution, "of", classmethod(counted))
+    monkeypatch.setattr(sampling_module.Distribution, "of", classmethod(counted))
     decoders = [decoder(*m) for m in made]
     list(decode_together(model, decoders))
     for d, want in zip(decoders, alone, strict=True):
@@ -219,13 +221,13 @@ def test_requests_sharing_a_distribution_draw_in_one_call(
     chat = ChatTransformers(model=str(llama_dir))
     alone = [d.run() for d in _sampling_decoders(chat)]
     draws: list[int] = []
-    draw = generation._draw
+    draw = sampling_module.draw_rows
 
     def counted(probs: torch.Tensor, generators: Any, logp: Any = None) -> Any:
         draws.append(probs.shape[0])
         return draw(probs, generators, logp)
 
-    monkeypatch.setattr(generation, "_draw", counted)
+    monkeypatch.setattr(sampling_module, "draw_rows", counted)
     decoders = _sampling_decoders(chat)
     list(decode_together(chat.hf_model, decoders))
     for d, want in zip(decoders, alone, strict=True):
@@ -239,7 +241,7 @@ def test_a_row_that_cannot_draw_fails_only_its_request(
     chat = ChatTransformers(model=str(llama_dir))
     alone = [d.run() for d in _sampling_decoders(chat)]
     calls = {"n": 0}
-    draw = generation._draw
+    draw = sampling_module.draw_rows
 
     def second_step_breaks_row_4(probs: torch.Tensor, generators: Any, logp: Any = None) -> Any:
         tokens, ok, logprobs = draw(probs, generators, logp)
@@ -248,7 +250,7 @@ def test_a_row_that_cannot_draw_fails_only_its_request(
             ok[4] = False  # the second request's second sample
         return tokens, ok, logprobs
 
-    monkeypatch.setattr(generation, "_draw", second_step_breaks_row_4)
+    monkeypatch.setattr(sampling_module, "draw_rows", second_step_breaks_row_4)
     decoders = _sampling_decoders(chat)
     list(decode_together(chat.hf_model, decoders))
     assert isinstance(decoders[1].error, AdaptiveRAGError)
@@ -494,7 +496,7 @@ def test_a_streaming_caller_gets_its_first_samples_events_only(
 ) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=batching)
     options = {"max_new_tokens": 6, "n": 3, "do_sample": True, "seed": 5, "include_greedy": True}
-    events: list[generation.TokenEvent] = []
+    events: list[TokenEvent] = []
     traces = chat.generate_trace(
         PROMPTS[0], **trace_options(chat, on_token=events.append, **options)
     )
@@ -576,14 +578,14 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
         d.run()
     made = count_tensors_from_lists(monkeypatch)
     steps: list[int] = []
-    step = generation._BatchLoop._step
+    step = decoding_loop._BatchLoop._step
 
     def counted(self: Any, tokens: list[int]) -> None:
         steps.append(len(tokens))
         assert self.padded  # left padding: the rows' own positions are fed
         step(self, tokens)
 
-    monkeypatch.setattr(generation._BatchLoop, "_step", counted)
+    monkeypatch.setattr(decoding_loop._BatchLoop, "_step", counted)
     together = [TraceDecoder(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
     list(decode_together(chat.hf_model, together))
     monkeypatch.undo()

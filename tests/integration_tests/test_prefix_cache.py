@@ -9,13 +9,9 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.evaluation import load_chat_model
-from langchain_adaptive_rag.generation import (
-    CaptureOptions,
-    DecodingOptions,
-    TraceDecoder,
-    decode_together,
-)
+from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, TraceDecoder
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 from tests.integration_tests.test_engine import assert_same, run_together
 from tests.trace_options import trace_options

@@ -8,14 +8,9 @@ from typing import Any
 
 import pytest
 
-from langchain_adaptive_rag import ChatTransformers, generation
-from langchain_adaptive_rag.generation import (
-    CaptureOptions,
-    DecodingOptions,
-    TraceDecoder,
-    decode_together,
-    sharing_modules,
-)
+from langchain_adaptive_rag import ChatTransformers, decoding_loop
+from langchain_adaptive_rag.decoding_loop import decode_together, sharing_modules
+from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, TraceDecoder
 from tests.integration_tests.test_engine import PROMPTS, assert_same
 
 SAMPLING = DecodingOptions(max_new_tokens=10, do_sample=True, top_k=20, top_p=0.9, seed=3)
@@ -52,13 +47,13 @@ def test_samples_reading_one_prompt_decode_what_their_own_copies_decode(
     copies = decoders(chat, capture)
     list(decode_together(chat.hf_model, copies, capture=capture, share_prompts=False))
     widths: list[tuple[int, int]] = []  # (own columns, prompt columns) of each step
-    step = generation._BatchLoop._step
+    step = decoding_loop._BatchLoop._step
 
     def watched(loop: Any, tokens: list[int]) -> None:
         step(loop, tokens)
         widths.append((loop.mask.shape[1], loop.prompts.mask.shape[1]))
 
-    monkeypatch.setattr(generation._BatchLoop, "_step", watched)
+    monkeypatch.setattr(decoding_loop._BatchLoop, "_step", watched)
     shared = decoders(chat, capture)
     list(decode_together(chat.hf_model, shared, capture=capture))
     for got, want in zip(shared, copies, strict=True):
@@ -81,13 +76,13 @@ def test_sliding_window_models_and_attention_captures_keep_a_copy_per_sample(
     copies = decoders(chat, capture)
     list(decode_together(chat.hf_model, copies, capture=capture, share_prompts=False))
     arranged: list[int] = []
-    arrange = generation.SharedPrompts.arrange
+    arrange = decoding_loop.SharedPrompts.arrange
 
     def watched(prompts: Any, requests: list[int]) -> Any:
         arranged.append(len(prompts.owners))
         return arrange(prompts, requests)
 
-    monkeypatch.setattr(generation.SharedPrompts, "arrange", watched)
+    monkeypatch.setattr(decoding_loop.SharedPrompts, "arrange", watched)
     loop = decoders(chat, capture)
     list(decode_together(chat.hf_model, loop, capture=capture))
     for got, want in zip(loop, copies, strict=True):

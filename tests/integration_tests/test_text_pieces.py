@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
-from langchain_adaptive_rag.generation import _text_decoder, next_piece, token_pieces
+from langchain_adaptive_rag.token_text import next_piece, text_decoder, token_pieces
 
 TEXTS = ["Anna Berg was born in 1931 in Oslo.", "Ærø, København: ñandú — 東京 🙂 done"]
 
@@ -18,7 +18,7 @@ def test_the_text_decoder_equals_decode_on_every_prefix(
     tiny_model_dirs: dict[str, Path], arch: str
 ) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dirs[arch])
-    decode = _text_decoder(tokenizer)
+    decode = text_decoder(tokenizer)
     assert decode.__name__ == "decode_fast"  # transformers' own fast tokenizer: the shortcut
     specials = [i for i in (tokenizer.bos_token_id, tokenizer.eos_token_id) if i is not None]
     for text in TEXTS:
@@ -41,6 +41,6 @@ def test_a_tokenizer_with_its_own_decoding_is_called_as_it_is(llama_dir: Path) -
             return str(super()._decode(token_ids, **kwargs)).upper()
 
     tokenizer.__class__ = Shouting
-    decode = _text_decoder(tokenizer)
+    decode = text_decoder(tokenizer)
     ids = tokenizer.encode(TEXTS[0], add_special_tokens=False)
     assert decode(ids) == TEXTS[0].upper() == "".join(token_pieces(tokenizer, ids))

@@ -8,15 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from langchain_adaptive_rag import generation
+from langchain_adaptive_rag import sampling
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import (
-    DecodingOptions,
-    _clip_pieces,
-    _longest_stop_prefix,
-    _warp,
-    draw_tokens,
-)
+from langchain_adaptive_rag.generation import DecodingOptions
+from langchain_adaptive_rag.sampling import draw_tokens, warp
+from langchain_adaptive_rag.step_logits import StepLogits, entropy_of
+from langchain_adaptive_rag.token_text import clip_pieces, longest_stop_prefix
 from tests.host_reads import count_host_reads
 
 
@@ -44,20 +41,20 @@ def test_sampling_needs_do_sample_and_positive_temperature() -> None:
 
 
 def test_longest_stop_prefix() -> None:
-    assert _longest_stop_prefix("So the ans", ["the answer is"]) == 7  # "the ans"
-    assert _longest_stop_prefix("hello\n", ["\n\n"]) == 1
-    assert _longest_stop_prefix("hello", ["\n\n"]) == 0
-    assert _longest_stop_prefix("ab", ["abc", "bcd"]) == 2
+    assert longest_stop_prefix("So the ans", ["the answer is"]) == 7  # "the ans"
+    assert longest_stop_prefix("hello\n", ["\n\n"]) == 1
+    assert longest_stop_prefix("hello", ["\n\n"]) == 0
+    assert longest_stop_prefix("ab", ["abc", "bcd"]) == 2
 
 
 def test_clip_pieces() -> None:
-    assert _clip_pieces(["ab", "cd", "ef"], 3) == ["ab", "c", ""]
-    assert _clip_pieces(["ab", "", "cd"], 4) == ["ab", "", "cd"]
+    assert clip_pieces(["ab", "cd", "ef"], 3) == ["ab", "c", ""]
+    assert clip_pieces(["ab", "", "cd"], 4) == ["ab", "", "cd"]
 
 
 def test_top_k_keeps_k_most_likely() -> None:
     logits = torch.tensor([[1.0, 3.0, 2.0, 0.0]])
-    warped = _warp(logits, DecodingOptions(do_sample=True, top_k=2))
+    warped = warp(logits, DecodingOptions(do_sample=True, top_k=2))
     assert torch.isinf(warped[0, [0, 3]]).all()
     assert warped[0, 1].item() == 3.0 and warped[0, 2].item() == 2.0
 
@@ -65,7 +62,7 @@ def test_top_k_keeps_k_most_likely() -> None:
 def test_top_p_keeps_smallest_set_reaching_p() -> None:
     # p = (0.5, 0.3, 0.2): top_p 0.7 keeps the first two (0.5 < 0.7 <= 0.8).
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
-    warped = _warp(logits, DecodingOptions(do_sample=True, top_p=0.7))
+    warped = warp(logits, DecodingOptions(do_sample=True, top_p=0.7))
     kept = torch.isfinite(warped[0]).tolist()
     assert kept == [True, True, False]
 
@@ -92,23 +89,23 @@ def test_top_p_after_top_k_orders_only_the_kept_tokens_and_equals_sorting_all(
     torch.manual_seed(0)
     logits = torch.randn(64, 1853) * scale
     options = DecodingOptions(do_sample=True, temperature=0.7, top_k=top_k, top_p=top_p)
-    assert torch.equal(_warp(logits, options), _warp_by_sorting(logits, options))
+    assert torch.equal(warp(logits, options), _warp_by_sorting(logits, options))
     # an accelerator's way (no wait for the device to check ties) gives the same rows
-    assert torch.equal(_warp(logits, options, sort_all=True), _warp(logits, options))
+    assert torch.equal(warp(logits, options, sort_all=True), warp(logits, options))
 
 
 def test_ties_at_the_kth_value_keep_every_tied_token_before_top_p() -> None:
     logits = torch.tensor([[4.0, 1.0, 1.0, 1.0, 0.0, -2.0]])  # three tokens tie for 2nd
     options = DecodingOptions(do_sample=True, top_k=2, top_p=0.99)
-    warped = _warp(logits, options)
+    warped = warp(logits, options)
     assert torch.isfinite(warped[0]).tolist() == [True, True, True, True, False, False]
     assert torch.equal(warped, _warp_by_sorting(logits, options))
-    assert torch.equal(_warp(logits, options, sort_all=True), warped)
+    assert torch.equal(warp(logits, options, sort_all=True), warped)
 
 
 def test_temperature_scales_logits() -> None:
     logits = torch.tensor([[2.0, 4.0]])
-    warped = _warp(logits, DecodingOptions(do_sample=True, temperature=2.0))
+    warped = warp(logits, DecodingOptions(do_sample=True, temperature=2.0))
     assert warped.tolist() == [[1.0, 2.0]]
     assert torch.softmax(warped, -1)[0, 1].item() == pytest.approx(1 / (1 + math.exp(-1)), abs=1e-6)
 
@@ -117,7 +114,7 @@ def _truncated(seed: int, rows: int, vocab: int) -> torch.Tensor:
     """Sampling distributions as decoding makes them: softmax after top-k and temperature."""
     logits = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(seed)) * 3
     options = DecodingOptions(do_sample=True, temperature=0.7, top_k=5)
-    return torch.softmax(_warp(logits, options), dim=-1)
+    return torch.softmax(warp(logits, options), dim=-1)
 
 
 @pytest.mark.parametrize("vocab", [2, 17, 1853])
@@ -139,15 +136,15 @@ def test_exponential_noise_is_what_exponential_draws_and_advances_alike(
     vocab: int, by_uniforms: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not by_uniforms:  # the fallback: exponential_ row by row
-        monkeypatch.setattr(generation, "_uniforms_give_exponentials", lambda *_: False)
+        monkeypatch.setattr(sampling, "_uniforms_give_exponentials", lambda *_: False)
     else:
-        assert generation._uniforms_give_exponentials(torch.float32, vocab)
+        assert sampling._uniforms_give_exponentials(torch.float32, vocab)
     seeds = (3, 4, 5)
     mine = [torch.Generator().manual_seed(s) for s in seeds]
     theirs = [torch.Generator().manual_seed(s) for s in seeds]
     like = torch.empty(len(seeds), vocab)
     for _ in range(3):  # consecutive draws: each generator must advance as exponential_'s
-        got = generation.exponential_noise(like, mine)
+        got = sampling.exponential_noise(like, mine)
         want = torch.stack([torch.empty(vocab).exponential_(1.0, generator=g) for g in theirs])
         assert torch.equal(got, want)
 
@@ -192,12 +189,12 @@ def test_step_logits_reads_back_each_rows_values_exactly(dtype: torch.dtype) -> 
     torch.manual_seed(0)
     logits = (torch.randn(5, 1853) * 4).to(dtype)
     logits[2, 1852] = 50.0  # the last id wins a row: the largest id travels exactly
-    step = generation.StepLogits.of(logits)
+    step = StepLogits.of(logits)
     raw = torch.log_softmax(logits, dim=-1)
     argmax = logits.argmax(dim=-1)
     assert step.argmax == argmax.tolist() and step.argmax[2] == 1852
     assert all(type(i) is int for i in step.argmax)
-    assert step.entropy == generation._entropy(raw).tolist()
+    assert step.entropy == entropy_of(raw).tolist()
     assert step.logsumexp == torch.logsumexp(logits, dim=-1).tolist()
     assert step.argmax_logprob == raw.gather(-1, argmax[:, None]).squeeze(-1).tolist()
     by_hand = [-(p * math.log(p)) for p in torch.softmax(logits[0].double(), -1).tolist() if p]
@@ -216,10 +213,10 @@ def test_a_distribution_reads_back_its_entropies_and_greedy_tokens_exactly(
     logits[1, 1852] = 50.0
     options = DecodingOptions(do_sample=True, top_k=50, top_p=0.9, signal_distribution=signal)
     raw = torch.log_softmax(logits, dim=-1)
-    got = generation._Distribution.of(logits, raw, options)
+    got = sampling.Distribution.of(logits, raw, options)
     assert got.greedy == logits.argmax(dim=-1).tolist() and got.greedy[1] == 1852
     assert all(type(i) is int for i in got.greedy)
-    assert got.entropies == generation._entropy(got.signal_logp).tolist()
+    assert got.entropies == entropy_of(got.signal_logp).tolist()
 
 
 def test_step_values_and_captures_come_back_in_one_read_back(
@@ -229,9 +226,9 @@ def test_step_values_and_captures_come_back_in_one_read_back(
     torch.manual_seed(2)
     logits = torch.randn(3, 1853) * 4
     captured = [torch.randn(3, 40), torch.rand(3, 17), torch.randn(3, 8)]
-    alone = generation.StepLogits.of(logits)
+    alone = StepLogits.of(logits)
     reads = count_host_reads(monkeypatch)
-    step, host = generation.StepLogits.read(logits, captured)
+    step, host = StepLogits.read(logits, captured)
     monkeypatch.undo()
     assert reads == ["cpu"]
     assert (step.entropy, step.logsumexp) == (alone.entropy, alone.logsumexp)
@@ -244,7 +241,7 @@ def test_step_values_and_captures_come_back_in_one_read_back(
 def test_captures_in_another_dtype_are_read_back_apart_and_exact() -> None:
     logits = torch.randn(2, 50)
     hidden = torch.randn(2, 6, dtype=torch.float64)
-    step, (host,) = generation.StepLogits.read(logits, [hidden])
+    step, (host,) = StepLogits.read(logits, [hidden])
     np.testing.assert_array_equal(host, hidden.numpy())
     assert step.argmax == logits.argmax(dim=-1).tolist()
 
@@ -256,7 +253,7 @@ def test_drawn_tokens_come_with_their_logprobs(dtype: torch.dtype) -> None:
     logp = torch.log_softmax(logits, dim=-1)
     probs = torch.softmax(logits.float(), dim=-1)
     seeds = (11, 12, 13, 14)
-    tokens, ok, logprobs = generation._draw(
+    tokens, ok, logprobs = sampling.draw_rows(
         probs, [torch.Generator().manual_seed(s) for s in seeds], logp
     )
     assert ok == [True] * 4
@@ -275,8 +272,8 @@ def test_a_distribution_knows_its_greedy_tokens_logprobs(signal: str, known: boo
         masked[:, 7] = -math.inf
     options = DecodingOptions(do_sample=True, top_k=20, top_p=0.9, signal_distribution=signal)
     raw = torch.log_softmax(logits, dim=-1)
-    step = generation.StepLogits.of(logits).of_rows(range(5)) if known else None
-    got = generation._Distribution.of(masked, raw, options, step)
+    step = StepLogits.of(logits).of_rows(range(5)) if known else None
+    got = sampling.Distribution.of(masked, raw, options, step)
     want_ids = masked.argmax(dim=-1)
     assert got.greedy == want_ids.tolist() and (got.greedy[3] == 7) == known
     want = got.signal_logp.gather(-1, want_ids[:, None])[:, 0].tolist()
@@ -290,7 +287,7 @@ def test_the_step_reads_the_argmax_without_eos_with_its_raw_logprob() -> None:
     logits = torch.randn(3, 60) * 3
     logits[0, 2] = 30.0  # EOS wins row 0; row 1's best is another EOS id
     logits[1, 5] = 30.0
-    step, _ = generation.StepLogits.read(logits, [], eos_ids=(2, 5))
+    step, _ = StepLogits.read(logits, [], eos_ids=(2, 5))
     masked = logits.clone()
     masked[:, [2, 5]] = -math.inf
     want = masked.argmax(dim=-1)
@@ -299,7 +296,7 @@ def test_the_step_reads_the_argmax_without_eos_with_its_raw_logprob() -> None:
     assert step.masked_argmax_logprob == raw.gather(-1, want[:, None])[:, 0].tolist()
     assert step.greedy(0, masked=True) == (want[0].item(), step.masked_argmax_logprob[0])
     assert step.greedy(0, masked=False) == (2, step.argmax_logprob[0])
-    plain = generation.StepLogits.of(logits)
+    plain = StepLogits.of(logits)
     assert (plain.argmax, plain.entropy) == (step.argmax, step.entropy)
     # rows that join keep the masked argmax only when both computed it for the same ids
     both = step.joined(step)

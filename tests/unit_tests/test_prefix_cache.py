@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_adaptive_rag import AdaptiveRAGError
-from langchain_adaptive_rag.generation import prefill_groups
+from langchain_adaptive_rag.decoding_loop import prefill_groups
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache
 
 CPU = torch.device("cpu")

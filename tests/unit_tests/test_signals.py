@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from langchain_adaptive_rag.generation import _entropy
 from langchain_adaptive_rag.signals import (
     Word,
     aggregate_words,
@@ -17,6 +16,7 @@ from langchain_adaptive_rag.signals import (
     token_entropy,
     token_logprobs,
 )
+from langchain_adaptive_rag.step_logits import entropy_of
 
 
 def test_entropy_of_uniform_and_point_mass() -> None:
@@ -34,7 +34,7 @@ def test_entropy_two_way_distribution_by_hand() -> None:
 
 def test_torch_entropy_matches_hand_values() -> None:
     logp = torch.log_softmax(torch.tensor([[math.log(3.0), 0.0], [0.0, -math.inf]]), dim=-1)
-    values = _entropy(logp).tolist()
+    values = entropy_of(logp).tolist()
     assert values[0] == pytest.approx(0.5623351446, abs=1e-6)
     assert values[1] == 0.0
 
@@ -51,7 +51,7 @@ def test_torch_entropy_equals_summing_the_positive_entries_bit_for_bit() -> None
         logp = torch.log_softmax(logits.to(dtype), dim=-1)
         p = logp.exp()
         selected = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1)
-        got = _entropy(logp)
+        got = entropy_of(logp)
         assert not got.isnan().any()
         assert torch.equal(got, selected)
         assert torch.equal(torch.signbit(got), torch.signbit(selected))

@@ -1,0 +1,292 @@
+"""Forward hooks that read one decoder layer's attention rows and hidden state.
+
+Only the layer a method needs is hooked, so no other layer's attentions are ever
+materialised. On an eager model the row is the layer's own weights; on any other kernel
+(sdpa, flash attention) that layer alone is routed through
+:mod:`langchain_adaptive_rag.attention_rows`, which recomputes the row from the layer's
+query and key states while the kernel computes its output. What the hooks read stays on
+the model's device until the decoding step reads it back with the step's logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from langchain_adaptive_rag.attention_rows import route_to_capture
+from langchain_adaptive_rag.errors import (
+    AdaptiveRAGError,
+    AttentionUnavailableError,
+    HiddenLayerError,
+)
+from langchain_adaptive_rag.step_logits import StepLogits
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from langchain_adaptive_rag.generation import CaptureOptions, HiddenSite
+
+__all__ = [
+    "AttentionCapture",
+    "CaptureHooks",
+    "Captured",
+    "attention_module",
+    "attn_implementation",
+    "context_length",
+    "decoder_layers",
+    "hidden_module",
+]
+
+
+_ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention")
+_MLP_NAMES = ("mlp", "feed_forward", "ffn")
+
+
+def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
+    """Return the model's stack of decoder layers.
+
+    Args:
+        model: A HuggingFace causal LM.
+
+    Returns:
+        The ``nn.ModuleList`` whose length is the config's number of hidden layers.
+
+    Raises:
+        AdaptiveRAGError: If no such list exists.
+    """
+    config = model.config.get_text_config()
+    num_layers = int(config.num_hidden_layers)
+    for _, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
+            return module
+    msg = (
+        f"Could not find the {num_layers} decoder layers of {type(model).__name__}. "
+        "Expected a causal LM whose layers form one nn.ModuleList (Llama, Qwen2, GPT-2, "
+        "Mistral, ...)."
+    )
+    raise AdaptiveRAGError(msg)
+
+
+def _child(layer: nn.Module, names: Sequence[str], what: str) -> nn.Module:
+    for name in names:
+        child = getattr(layer, name, None)
+        if isinstance(child, nn.Module):
+            return child
+    msg = f"Decoder layer {type(layer).__name__} has no {what} sub-module (looked for {names})."
+    raise AdaptiveRAGError(msg)
+
+
+def _layer_index(layer: int, num_layers: int, what: str) -> int:
+    if not -num_layers <= layer < num_layers:
+        raise HiddenLayerError(what, layer, num_layers)
+    return layer % num_layers
+
+
+def context_length(model: PreTrainedModel) -> int | None:
+    """Return the model's maximum number of positions, if its config states one."""
+    config = model.config.get_text_config()
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
+    """The attention sub-module of one decoder layer.
+
+    Args:
+        model: A HuggingFace causal LM.
+        layer: Decoder layer index (negative counts from the last).
+
+    Returns:
+        The module whose forward output is ``(attn_output, attn_weights)``.
+
+    Raises:
+        AttentionUnavailableError: If the layer has no attention sub-module.
+        HiddenLayerError: If the layer does not exist.
+    """
+    layers = decoder_layers(model)
+    index = _layer_index(layer, len(layers), "Attention")
+    try:
+        return _child(layers[index], _ATTENTION_NAMES, "attention")
+    except AdaptiveRAGError as error:
+        raise AttentionUnavailableError(attn_implementation(model), str(error)) from error
+
+
+def attn_implementation(model: PreTrainedModel) -> str | None:
+    """The attention kernel the model runs (``eager``, ``sdpa``, ``flash_attention_2``)."""
+    value = getattr(model.config, "_attn_implementation", None)
+    return value if isinstance(value, str) else None
+
+
+class AttentionCapture:
+    """Reads one layer's attention weights on every forward pass while it is entered.
+
+    On an eager model a forward hook reads the layer's own weights; on another kernel the
+    layer is routed through :func:`~langchain_adaptive_rag.attention_rows.route_to_capture`.
+    After each forward pass :attr:`weights` holds ``(batch, heads, queries, keys)`` float32
+    weights: the newest query row, or every row with ``full=True``.
+    """
+
+    def __init__(self, model: PreTrainedModel, layer: int, *, full: bool = False) -> None:
+        self.module = attention_module(model, layer)
+        self.implementation = attn_implementation(model)
+        self.full = full
+        self.weights: torch.Tensor | None = None
+        self.paused = False
+        """While set, forward passes are not read (another use of the model between steps)."""
+        self._route: route_to_capture | None = None
+        self._handle: torch.utils.hooks.RemovableHandle | None = None
+
+    def __enter__(self) -> AttentionCapture:
+        if self.implementation not in (None, "eager"):
+            self._route = route_to_capture(self.module, self.implementation, full=self.full)
+            self._route.__enter__()
+        self._handle = self.module.register_forward_hook(self._on_forward)
+        return self
+
+    def _on_forward(self, module: nn.Module, args: object, output: object) -> None:
+        if self.paused:
+            return
+        if self._route is not None:
+            rows = self._route.sink.rows
+            self._route.sink.rows = None
+        else:
+            rows = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if rows is not None and not self.full:
+                rows = rows[:, :, -1:, :]
+        if rows is None:
+            raise AttentionUnavailableError(
+                self.implementation,
+                f"{type(module).__name__} gave no weights (it does not call transformers' "
+                "AttentionInterface)",
+            )
+        self.weights = rows.float()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        if self._route is not None:
+            self._route.__exit__(*exc)
+            self._route = None
+
+
+def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Module:
+    """The module whose output is the hidden state at ``layer`` and ``site``.
+
+    Args:
+        model: A HuggingFace causal LM.
+        layer: Decoder layer index (negative counts from the last).
+        site: ``residual`` (the layer's output) or ``mlp`` (its MLP's output).
+
+    Returns:
+        The module to hook.
+
+    Raises:
+        HiddenLayerError: If the layer does not exist.
+    """
+    layers = decoder_layers(model)
+    chosen = layers[_layer_index(layer, len(layers), "Hidden-state")]
+    return chosen if site == "residual" else _child(chosen, _MLP_NAMES, "MLP")
+
+
+@dataclass(frozen=True)
+class Captured:
+    """Host copies of what one forward pass captured (``None``: not captured)."""
+
+    hidden: np.ndarray | None
+    """``(batch, hidden size)`` each row's hidden state at its last position."""
+    rows: np.ndarray | None
+    """``(batch, keys)`` each row's newest attention row, averaged over heads."""
+    head_max: np.ndarray | None
+    """``(batch, keys)`` its maximum over heads."""
+
+
+class CaptureHooks:
+    """Forward hooks on one layer that keep the latest attention rows and hidden state.
+
+    They stay on the model's device (float32) until :meth:`read` reads them back with a
+    step's logits: hooks that copied them to the host would wait for the device in the
+    middle of each forward pass.
+    """
+
+    def __init__(self, model: PreTrainedModel, capture: CaptureOptions) -> None:
+        self.capture = capture
+        self.rows: torch.Tensor | None = None
+        """``(batch, keys)`` the newest query's attention weights, averaged over heads."""
+        self.head_max: torch.Tensor | None = None
+        """``(batch, keys)`` the same weights' maximum over heads."""
+        self.hidden: torch.Tensor | None = None
+        """``(batch, hidden size)`` the hidden state of each row's last position."""
+        self.paused = False
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._attention: AttentionCapture | None = None
+        if capture.attention:
+            self._attention = AttentionCapture(model, capture.attention_layer).__enter__()
+            module = self._attention.module
+            self._handles.append(module.register_forward_hook(self._on_attention))
+        if capture.hidden:
+            module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
+            self._handles.append(module.register_forward_hook(self._on_hidden))
+
+    def read(
+        self, logits: torch.Tensor, eos_ids: Sequence[int], *, rows: bool = True
+    ) -> tuple[StepLogits, Captured]:
+        """The step's values of ``logits`` and the last forward pass's captures.
+
+        Both come back in one read-back (one wait for the device).
+
+        Args:
+            logits: ``(rows, vocab)`` the pass's next-token logits.
+            eos_ids: End-of-sequence ids greedy rows may have to leave out this step
+                (see :meth:`StepLogits.read`).
+            rows: Read the attention rows too (a prefill keeps only hidden states).
+        """
+        wanted = (self.hidden, self.rows if rows else None, self.head_max if rows else None)
+        step, host = StepLogits.read(logits, [t for t in wanted if t is not None], eos_ids)
+        arrays = iter(host)
+        hidden, attention, head_max = (next(arrays) if t is not None else None for t in wanted)
+        return step, Captured(hidden=hidden, rows=attention, head_max=head_max)
+
+    def pause(self, paused: bool) -> None:
+        """Stop (or resume) reading forward passes: the model is used for something else."""
+        self.paused = paused
+        if self._attention is not None:
+            self._attention.paused = paused
+            if self._attention._route is not None:
+                self._attention._route.pause(paused)
+
+    def _on_attention(self, module: nn.Module, args: object, output: object) -> None:
+        if self.paused:
+            return
+        assert self._attention is not None and self._attention.weights is not None
+        last = self._attention.weights[:, :, -1, :]  # (batch, heads, kv): the newest row
+        self.rows = last.mean(dim=1)
+        if self.capture.attention_head_max:
+            self.head_max = last.amax(dim=1)
+
+    def _on_hidden(self, module: nn.Module, args: object, output: object) -> None:
+        if self.paused:
+            return
+        states = output[0] if isinstance(output, tuple) else output
+        if not isinstance(states, torch.Tensor):
+            msg = f"Expected a tensor from {type(module).__name__}, got {type(states).__name__}."
+            raise AdaptiveRAGError(msg)
+        self.hidden = states[:, -1, :].to(torch.float32, copy=True)  # later layers may
+        # write into their input in place
+
+    def remove(self) -> None:
+        """Take the hooks off the model (and give a routed layer back its kernel)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self._attention is not None:
+            self._attention.__exit__()
+            self._attention = None

@@ -1,0 +1,596 @@
+"""The batched KV-cache loop that decodes the requests of one model together.
+
+Requests (:class:`~langchain_adaptive_rag.generation.TraceDecoder`) are prefilled, from
+a stored prefix when the prefix cache holds one, then every sample decodes one token per
+step with its own options, stop strings, seed, token budget and captures. Requests that
+arrive meanwhile join at a step boundary; a sample with nothing left to feed leaves.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from langchain_adaptive_rag.capture import CaptureHooks, attention_module, decoder_layers
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import CaptureOptions, TokenEvent, capture_covers
+from langchain_adaptive_rag.kv_cache import (
+    RoomyCache,
+    is_roomy,
+    join_rows,
+    plain_model_cache,
+)
+from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
+from langchain_adaptive_rag.sampling import Distribution, Drawn, not_a_distribution
+from langchain_adaptive_rag.shared_prompts import SharedPrompts
+from langchain_adaptive_rag.step_logits import StepLogits
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from langchain_adaptive_rag.generation import TraceDecoder
+
+__all__ = [
+    "PREFILL_PASS_TOKENS",
+    "decode_together",
+    "prefill_groups",
+    "sharing_modules",
+]
+
+
+def decode_together(
+    model: PreTrainedModel,
+    decoders: Sequence[TraceDecoder],
+    *,
+    capture: CaptureOptions | None = None,
+    admit: Callable[[int], Sequence[TraceDecoder]] | None = None,
+    between: Callable[[], None] | None = None,
+    prefix_cache: PrefixCache | None = None,
+    max_rows: int = 0,
+    share_prompts: bool = True,
+) -> Iterator[tuple[int, TokenEvent | None]]:
+    """Decode several requests in one batched KV-cache loop.
+
+    Each request's prompt is prefilled once (prompts of different lengths are left-padded,
+    with an attention mask and per-row position ids), its samples read that one copy of
+    its keys and values (``share_prompts``; otherwise its cache row is repeated for
+    them), and every sample then decodes one token per step with its own options,
+    stop strings, seed, token budget and captures. A sample that has nothing left to feed
+    leaves the batch (its cache row is dropped). With ``admit``, requests that arrive
+    meanwhile join at a step boundary: they are prefilled together and their cache rows
+    are appended (both caches left-padded to one length). A single request runs exactly
+    as a one-request batch: no padding, no mask.
+
+    Args:
+        model: The causal LM every decoder was built for.
+        decoders: The requests.
+        capture: The signals the loop's hooks read; it must cover every request's
+            (:func:`capture_covers`). Default: the first request's.
+        admit: Called at each step boundary with the number of sequences decoding; returns
+            new requests to join (same capture), numbered after the earlier ones.
+        between: Called at each step boundary with this loop's hooks paused, so other
+            uses of the model (a reference-mode forward pass) can run between steps.
+        prefix_cache: Where prefills find stored prompt prefixes and leave their prompts
+            (see :mod:`~langchain_adaptive_rag.prefix_cache`); ``None``: every prompt is
+            prefilled in full.
+        max_rows: Rows the cache makes room for when requests join (the most that
+            ``admit`` lets in), so later joins write into it instead of copying it.
+        share_prompts: Let the samples of a multi-sample request read one copy of its
+            prompt's keys and values (:mod:`~langchain_adaptive_rag.shared_prompts`)
+            instead of one copy each, on models whose cache the loop can hold and in
+            loops that capture no attention rows.
+
+    Yields:
+        ``(request index, event)`` for each released token, in decoding order, and
+        ``(request index, None)`` once a request is done (its ``traces`` are set then).
+
+    Raises:
+        AdaptiveRAGError: A request asks for a signal the loop's hooks do not read.
+    """
+    capture = capture or decoders[0].capture
+    if not all(capture_covers(capture, d.capture) for d in decoders):
+        msg = (
+            "Requests decoded together must ask only for signals the loop reads; "
+            f"the loop reads {capture}. Fix: decode the others in another loop."
+        )
+        raise AdaptiveRAGError(msg)
+    hooks = CaptureHooks(model, capture)
+    modules = sharing_modules(model) if share_prompts and not capture.attention else None
+    try:
+        with torch.inference_mode():
+            loop = _BatchLoop(
+                model, list(decoders), hooks, admit, between, prefix_cache, max_rows, modules
+            )
+            yield from loop.run()
+    finally:
+        hooks.remove()
+
+
+def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
+    """Every layer's attention module, when the model can read shared prompts.
+
+    Shared prompts need the loop's own cache (no sliding-window or hybrid layers) and an
+    attention module per layer that calls transformers' ``AttentionInterface`` and knows
+    its layer's cache index (``layer_idx``); ``None`` otherwise.
+    """
+    if not plain_model_cache(model):
+        return None
+    modules: list[nn.Module] = []
+    for index in range(len(decoder_layers(model))):
+        try:
+            module = attention_module(model, index)
+        except AdaptiveRAGError:
+            return None
+        if getattr(module, "layer_idx", None) != index:
+            return None
+        modules.append(module)
+    return modules
+
+
+class _BatchLoop:
+    """The state of one batched decoding loop: requests, rows, cache, mask, positions."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        decoders: list[TraceDecoder],
+        hooks: CaptureHooks,
+        admit: Callable[[int], Sequence[TraceDecoder]] | None,
+        between: Callable[[], None] | None = None,
+        prefix_cache: PrefixCache | None = None,
+        max_rows: int = 0,
+        sharing: Sequence[nn.Module] | None = None,
+    ) -> None:
+        self.model = model
+        self.max_rows = max_rows
+        self.sharing = list(sharing) if sharing is not None else None
+        """The attention modules routed while rows read shared prompts (``None``: never)."""
+        self.prompts = SharedPrompts(max_rows)
+        self.between = between
+        self.prefix_cache = prefix_cache
+        self.device = model.device
+        self.decoders = decoders
+        self.hooks = hooks
+        self.admit = admit
+        self.rows: list[tuple[int, int]] = []  # (request, sample) of each cache row
+        self.positions: list[int] = []  # each row's own position of its last fed token
+        self.padded = False
+        self.cache: Any = None
+        self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        self.step: StepLogits | None = None
+        """Each row's next-token logits and their shared values (read back once a step)."""
+        self.unfinished: set[int] = set(range(len(decoders)))
+        """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
+        self._arranged = True
+        """Whether the shared prompts' layout matches the rows."""
+
+    def _prefill(self, first: int) -> None:
+        """Prefill requests ``first..`` and append their rows.
+
+        Each prompt's longest stored prefix (with a prefix cache) is taken from the cache
+        and only the tokens after it are computed. Requests whose numbers of tokens to
+        compute differ widely are prefilled in separate forward passes
+        (:func:`prefill_groups`) so a short one is not padded to a long one; on a cache
+        whose rows cannot be joined they all go in one.
+        """
+        requests = list(range(first, len(self.decoders)))
+        matches = [self._match(self.decoders[r].prompt_ids) for r in requests]
+        lengths = [len(self.decoders[r].prompt_ids) for r in requests]
+        needs = [n - m for n, (m, _) in zip(lengths, matches, strict=True)]
+        plain = self._joinable() if self.cache is not None else plain_model_cache(self.model)
+        groups = prefill_groups(needs) if plain else [list(range(len(requests)))]
+        for group in groups:
+            chosen = [requests[i] for i in group]
+            self._prefill_group(chosen, [matches[i] for i in group], roomy=plain)
+
+    def _prefill_group(
+        self, requests: list[int], matches: list[tuple[int, StoredPrefix | None]], *, roomy: bool
+    ) -> None:
+        """Prefill ``requests`` in one forward pass and append their rows.
+
+        Every row computes ``compute`` columns (the most any of its prompts needs) after
+        ``cached`` columns of stored states. A row whose prompt needs fewer recomputes
+        some of its stored prefix, so every row is padding, then its own tokens. With
+        ``roomy``, the pass fills a :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`
+        (decoding steps then append in place); otherwise the model's own cache.
+        """
+        new = [self.decoders[r] for r in requests]
+        lengths = [len(d.prompt_ids) for d in new]
+        compute = max(n - m for n, (m, _) in zip(lengths, matches, strict=True))
+        cached = max(lengths) - compute
+        taken = [max(0, n - compute) for n in lengths]  # stored tokens each row takes
+        ids, mask_rows = [], []
+        for d, n, c in zip(new, lengths, taken, strict=True):
+            fed = n - c
+            ids.append([d.pad_id] * (compute - fed) + d.prompt_ids[c:])
+            mask_rows.append([0] * (cached - c) + [1] * c + [0] * (compute - fed) + [1] * fed)
+        mask = torch.tensor(mask_rows, device=self.device)
+        pads = any(0 in row for row in mask_rows)
+        step: dict[str, Any] = {}
+        if pads:
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
+            step = {"attention_mask": mask, "position_ids": positions}
+        if cached:
+            stored = [entry for _, entry in matches]
+            step[_cache_keyword(self.model)] = _stored_cache(stored, taken, cached)
+        elif roomy:
+            step[_cache_keyword(self.model)] = RoomyCache()
+        inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
+        out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
+        cache = _output_cache(out)
+        self._store_prompts(new, cache)
+        at = {r: j for j, r in enumerate(requests)}  # each request's row in this pass
+        shared = [r for r in requests if self._shares(self.decoders[r])]
+        own = [r for r in requests if r not in shared]
+        rows = [(r, b) for r in own + shared for b in range(len(self.decoders[r].samples))]
+        order = [at[r] for r, _ in rows]  # one prefill serves every sample of a request
+        logits = out.logits[:, -1, :].float()[torch.tensor(order, device=self.device)]
+        values, captured = self.hooks.read(logits, _greedy_masking(new), rows=False)
+        if captured.hidden is not None:
+            for r, b in rows:
+                self.decoders[r]._store_hidden(b, captured.hidden[at[r]])
+        self.step = values if self.cache is None or self.step is None else self.step.joined(values)
+        if shared:  # their prompts are held once; their rows start with no columns
+            self.prompts.add(cache, mask, [at[r] for r in shared], shared)
+        own_rows = order[: len(order) - sum(len(self.decoders[r].samples) for r in shared)]
+        if own_rows:
+            own_mask = mask[torch.tensor(own_rows, device=self.device)]
+            if self.cache is None:
+                if own_rows != list(range(len(new))):
+                    cache.batch_select_indices(torch.tensor(own_rows, device=self.device))
+                self.cache, self.mask, self.padded = cache, own_mask, pads
+            else:
+                self.mask = join_rows(
+                    self.cache, self.mask, cache, own_mask, own_rows, self.max_rows
+                )
+                self.padded = True
+        if len(own_rows) < len(order):
+            self._append_blank(cache, len(order) - len(own_rows))
+            self._trim()  # the columns only a shared prompt needed
+        self.rows += rows
+        self.positions += [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
+        self._arranged = False  # new rows: the shared prompts' layout is laid out again
+
+    def _shares(self, decoder: TraceDecoder) -> bool:
+        """Whether a request's samples read one shared copy of its prompt."""
+        return self.sharing is not None and len(decoder.samples) > 1
+
+    def _append_blank(self, like: Any, count: int) -> None:
+        """Append ``count`` rows that hold no columns yet (they read a shared prompt)."""
+        if self.cache is not None and is_roomy(self.cache):  # in the rows' room
+            for layer in self.cache.layers:
+                layer.add_rows(count, self.max_rows)
+            width = self.mask.shape[1]
+            self.mask = torch.cat([self.mask, self.mask.new_zeros((count, width))])
+            self.padded = True
+            return
+        blank = RoomyCache()
+        for number, layer in enumerate(like.layers):
+            keys = layer.keys[:1, :, :0].expand(count, -1, -1, -1)
+            values = layer.values[:1, :, :0].expand(count, -1, -1, -1)
+            blank.update(keys, values, number)
+        blank_mask = self.mask.new_zeros((count, 0))
+        if self.cache is None:
+            self.cache, self.mask = blank, blank_mask
+        else:
+            self.mask = join_rows(
+                self.cache, self.mask, blank, blank_mask, range(count), self.max_rows
+            )
+        self.padded = True  # positions and masks are the rows' own, never the cache's
+
+    def _match(self, prompt_ids: list[int]) -> tuple[int, StoredPrefix | None]:
+        """The stored prefix a prompt's prefill starts from (``(0, None)``: none)."""
+        if self.prefix_cache is None:
+            return 0, None
+        return self.prefix_cache.match(prompt_ids, self.device)
+
+    def _store_prompts(self, new: list[TraceDecoder], cache: Any) -> None:
+        """Keep each prefilled prompt's keys and values (the batch's last columns)."""
+        store = self.prefix_cache
+        if store is None or store.max_bytes == 0 or not is_roomy(cache):
+            return
+        for j, decoder in enumerate(new):
+            n = len(decoder.prompt_ids)
+
+            def states(j: int = j, n: int = n) -> LayerStates:
+                return [
+                    (
+                        layer.keys[j : j + 1, :, -n:, :].clone(),
+                        layer.values[j : j + 1, :, -n:, :].clone(),
+                    )
+                    for layer in cache.layers
+                ]
+
+            store.add(decoder.prompt_ids, states)
+
+    def _trim(self) -> None:
+        """Drop the leading cache columns that are padding for every remaining row.
+
+        Rows are left-padded, so a column every row masks out carries nothing; without
+        this a loop that requests keep joining would attend over ever longer padding.
+        """
+        if not self.padded or not self._joinable() or self.mask.shape[1] == 0:
+            return
+        width = self.mask.shape[1]
+        first = self.mask.argmax(dim=1)  # each row: zeros, then ones (or none yet)
+        lead = int(torch.where(self.mask.any(dim=1), first, width).min().item())
+        if lead == 0:
+            return
+        for layer in self.cache.layers:
+            layer.drop_leading(lead)
+        self.mask = self.mask[:, lead:]
+
+    def _joinable(self) -> bool:
+        return is_roomy(self.cache)
+
+    def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
+        self._prefill(0)
+        while True:
+            if self.between is not None:
+                self.hooks.pause(True)
+                try:
+                    self.between()
+                finally:
+                    self.hooks.pause(False)
+            if self.admit is not None and self._joinable():
+                joining = self.admit(len(self.rows))
+                if joining:
+                    first = len(self.decoders)
+                    self.decoders += joining
+                    self.unfinished.update(range(first, len(self.decoders)))
+                    self._prefill(first)
+            yield from self._choose()
+            feed = [self.decoders[r]._next_input(b) for r, b in self.rows]  # None: done
+            yield from self._finish_requests()
+            keep = [i for i, token in enumerate(feed) if token is not None]
+            if not keep:
+                return
+            if len(keep) < len(self.rows):  # finished samples leave the batch
+                kept = torch.tensor(keep, device=self.device)
+                if self._joinable():  # the rows after each gap move down, in place
+                    self.cache.keep_rows(keep)
+                else:
+                    self.cache.batch_select_indices(kept)
+                self.mask = self.mask[kept]
+                self.rows = [self.rows[i] for i in keep]
+                self.positions = [self.positions[i] for i in keep]
+                self._arranged = False
+                self._trim()
+            self._step([feed[i] for i in keep])  # type: ignore[misc]
+
+    def _choose(self) -> Iterator[tuple[int, TokenEvent]]:
+        """Pick, score and stop-check each sample, one request at a time."""
+        shared = len(self.decoders) > 1 or self.admit is not None
+        step = self.step
+        assert step is not None  # set by every forward pass
+        owned: dict[int, list[int]] = {}  # request -> its rows, in request order
+        for i, (owner, _) in enumerate(self.rows):
+            owned.setdefault(owner, []).append(i)
+        samples_of = {r: [self.rows[i][1] for i in present] for r, present in owned.items()}
+        for r in owned:
+            if self.decoders[r].stop_requested:
+                self.decoders[r].cancel()
+        distributions, drawn = self._shared_distributions(step, owned, samples_of)
+        for r in sorted(owned):
+            decoder, present, samples = self.decoders[r], owned[r], samples_of[r]
+            try:
+                events = list(
+                    decoder._choose_tokens(
+                        step, present, samples, distributions.get(r), drawn.get(r)
+                    )
+                )
+            except Exception as error:
+                if not shared:
+                    raise
+                decoder.error = error  # only this request fails; its rows leave the batch
+                decoder.cancel()
+                continue
+            for event in events:
+                yield r, event
+
+    def _shared_distributions(
+        self, step: StepLogits, owned: dict[int, list[int]], samples_of: dict[int, list[int]]
+    ) -> tuple[dict[int, Distribution], dict[int, Drawn | AdaptiveRAGError]]:
+        """One computation per kind of distribution for the requests that share it.
+
+        Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
+        one) get their distributions from one pass over all their rows instead of one
+        small pass each, and their samples draw in one :func:`draw_rows` (each row with its
+        own generator, so each token is the one it draws alone); a request alone in its
+        kind computes and draws its own.
+
+        Returns:
+            Each sharing request's distribution, and its drawn tokens (or the error its
+            rows gave, for it alone).
+        """
+        groups: dict[tuple[object, ...], list[int]] = {}
+        for r, samples in samples_of.items():
+            key = self.decoders[r]._shared_key(samples)
+            if key is not None:
+                groups.setdefault(key, []).append(r)
+        shared: dict[int, Distribution] = {}
+        drawn: dict[int, Drawn | AdaptiveRAGError] = {}
+        for requests in groups.values():
+            if len(requests) < 2:
+                continue
+            rows = [i for r in requests for i in owned[r]]
+            options = self.decoders[requests[0]].decoding
+            logits, raw = step.rows_of(rows)
+            together = Distribution.of(logits, raw, options, step.of_rows(rows))
+            start = 0
+            for r in requests:
+                shared[r] = together.part(start, start + len(owned[r]))
+                start += len(owned[r])
+            drawn.update(self._draw_together(requests, together, owned, samples_of))
+        return shared, drawn
+
+    def _draw_together(
+        self,
+        requests: list[int],
+        together: Distribution,
+        owned: dict[int, list[int]],
+        samples_of: dict[int, list[int]],
+    ) -> dict[int, Drawn | AdaptiveRAGError]:
+        """Draw the sampled samples of ``requests`` (rows of ``together``) at once.
+
+        Returns:
+            Each request's tokens and their logprobs by position among its rows, or the
+            error its rows gave.
+        """
+        positions: list[int] = []  # rows of ``together`` that draw
+        generators: list[torch.Generator] = []
+        mine: dict[int, list[int]] = {}  # each request's drawing positions among its rows
+        start = 0
+        for r in requests:
+            draws = self.decoders[r]._draws(samples_of[r])
+            mine[r] = [i for i, _ in draws]
+            positions.extend(start + i for i, _ in draws)
+            generators.extend(g for _, g in draws)
+            start += len(owned[r])
+        if not positions:
+            return {}
+        tokens, ok, logprobs = together.draw(positions, generators)
+        drawn: dict[int, Drawn | AdaptiveRAGError] = {}
+        first = 0
+        for r, at in mine.items():
+            last = first + len(at)
+            bad = [i for i, flag in enumerate(ok[first:last]) if not flag]
+            picked = zip(tokens[first:last], logprobs[first:last], strict=True)
+            drawn[r] = not_a_distribution(bad) if bad else dict(zip(at, picked, strict=True))
+            first = last
+        return drawn
+
+    def _finish_requests(self) -> Iterator[tuple[int, None]]:
+        """Set the traces of every request whose samples are all done; announce it."""
+        for r in sorted(self.unfinished):
+            decoder = self.decoders[r]
+            if all(sample.done for sample in decoder.samples):
+                decoder.traces = [decoder._trace(sample) for sample in decoder.samples]
+                self.unfinished.discard(r)
+                yield r, None
+
+    def _step(self, tokens: list[int]) -> None:
+        """Feed one token per row and keep the new logits and captures.
+
+        While rows read shared prompts, every layer is routed through
+        :func:`~langchain_adaptive_rag.shared_prompts.shared_prompt_attention`, which
+        reads the step's mask from the prompts (the model builds none).
+        """
+        self.positions = [p + 1 for p in self.positions]
+        step: dict[str, torch.Tensor] = {}
+        ones = self.mask.new_ones((len(self.rows), 1))
+        self.mask = torch.cat([self.mask, ones], dim=1)  # kept even unpadded: a join pads it
+        if not self._arranged:
+            self.prompts.arrange([r for r, _ in self.rows])
+            self._arranged = True
+        shared = self.sharing is not None and self.prompts.layout is not None
+        fed = [tokens, self.positions] if self.padded else [tokens]
+        fed_on_device = torch.tensor(fed, dtype=torch.long, device=self.device)  # one copy
+        inputs = fed_on_device[0].unsqueeze(1)
+        if self.padded:
+            step = {"position_ids": fed_on_device[1].unsqueeze(1)}
+            if not shared:
+                step["attention_mask"] = self.mask
+        step[_cache_keyword(self.model)] = self.cache
+        if shared and self.sharing is not None:
+            self.prompts.set_own_mask(self.mask)
+            with self.prompts.routed(self.sharing):
+                out = self.model(input_ids=inputs, use_cache=True, **step)
+        else:
+            out = self.model(input_ids=inputs, use_cache=True, **step)
+        unfinished = [self.decoders[r] for r in sorted(self.unfinished)]
+        masking = _greedy_masking(unfinished)
+        self.step, captured = self.hooks.read(out.logits[:, -1, :].float(), masking)
+        for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
+            if captured.hidden is not None:
+                self.decoders[r]._store_hidden(b, captured.hidden[i])
+            if captured.rows is not None:
+                head_max = captured.head_max[i] if captured.head_max is not None else None
+                self.decoders[r]._store_row(b, self.positions[i], captured.rows[i], head_max)
+
+
+def _greedy_masking(decoders: Sequence[TraceDecoder]) -> tuple[int, ...]:
+    """The EOS ids a step's masked argmax leaves out for ``decoders``' greedy samples.
+
+    Empty when none masks, or when they mask different ids (each then computes its own).
+    """
+    wanted = {decoder._masked_eos_ids() for decoder in decoders} - {()}
+    return wanted.pop() if len(wanted) == 1 else ()
+
+
+def _cache_keyword(model: PreTrainedModel) -> str:
+    """The forward argument that takes a KV cache.
+
+    Newer transformers 5.x releases name it ``cache`` and deprecate ``past_key_values``
+    (removed in 5.40); earlier 5.x releases know only ``past_key_values``.
+    """
+    model_class = type(model)
+    keyword = _CACHE_KEYWORDS.get(model_class)
+    if keyword is None:
+        parameters = inspect.signature(model_class.forward).parameters
+        keyword = "cache" if "cache" in parameters else "past_key_values"
+        _CACHE_KEYWORDS[model_class] = keyword
+    return keyword
+
+
+_CACHE_KEYWORDS: dict[type, str] = {}
+
+
+PREFILL_PASS_TOKENS = 128
+"""What one more prefill forward pass is taken to cost, in token rows computed: a group of
+requests is split off into a pass of its own only when that saves more padding."""
+
+
+def prefill_groups(needs: Sequence[int], pass_tokens: int = PREFILL_PASS_TOKENS) -> list[list[int]]:
+    """Split requests into prefill passes that compute the fewest token rows.
+
+    A pass computes, for each of its requests, as many tokens as the one that needs the
+    most; each pass also costs ``pass_tokens``. The requests are sorted by need and cut
+    where that lowers the total (the best cut of a sorted list is found exactly).
+
+    Args:
+        needs: Tokens each request has to compute (its prompt after a stored prefix).
+        pass_tokens: The cost of one more forward pass, in token rows.
+
+    Returns:
+        Groups of indices into ``needs``, the neediest group first, each sorted by index.
+    """
+    order = sorted(range(len(needs)), key=lambda i: (-needs[i], i))
+    best = [0] + [0] * len(order)  # best[i]: least cost of the first i requests in order
+    cut = [0] * (len(order) + 1)
+    for i in range(1, len(order) + 1):
+        best[i], cut[i] = min(
+            (best[j] + (i - j) * needs[order[j]] + pass_tokens, j) for j in range(i)
+        )
+    groups: list[list[int]] = []
+    end = len(order)
+    while end > 0:
+        groups.append(sorted(order[cut[end] : end]))
+        end = cut[end]
+    return groups[::-1]
+
+
+def _stored_cache(stored: Sequence[StoredPrefix | None], taken: Sequence[int], width: int) -> Any:
+    """A cache of ``width`` columns whose row ``j`` ends with ``taken[j]`` stored tokens."""
+    sample = next(entry for entry in stored if entry is not None)
+    cache = RoomyCache()
+    for index, (keys, values) in enumerate(sample.layers):
+        shape = (len(stored), keys.shape[1], width, keys.shape[3])
+        layer_keys, layer_values = keys.new_zeros(shape), values.new_zeros(shape)
+        for j, (entry, count) in enumerate(zip(stored, taken, strict=True)):
+            if entry is not None and count:
+                own_keys, own_values = entry.layers[index]
+                layer_keys[j, :, width - count :, :] = own_keys[0, :, :count, :]
+                layer_values[j, :, width - count :, :] = own_values[0, :, :count, :]
+        cache.update(layer_keys, layer_values, index)
+    return cache
+
+
+def _output_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned, under either release's field name."""
+    cache = out.get("cache") if hasattr(out, "get") else None
+    return cache if cache is not None else out.past_key_values
