@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import langchain_adaptive_rag
@@ -108,3 +110,33 @@ def test_the_command_line_starts_light_and_ctrl_c_while_loading_is_one_line() ->
     )
     assert run.returncode == 130
     assert run.stderr.strip() == "Interrupted (Ctrl-C)." and "Traceback" not in run.stderr
+
+
+def test_every_module_imports_first() -> None:
+    """No import cycle: each module of the package imports in a process that has none yet.
+
+    One subprocess (so this session's modules stay as they are) forgets the package's
+    modules before each import; torch and the other dependencies stay loaded.
+    """
+    script = """
+import importlib, pkgutil, sys
+import langchain_adaptive_rag as package
+names = [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+failed = []
+for name in names:
+    for key in [k for k in sys.modules if k.split(".")[0] == "langchain_adaptive_rag"]:
+        del sys.modules[key]
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failed.append(f"{name}: {error!r}")
+print(len(names))
+print("\\n".join(failed))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    count, *failed = done.stdout.strip().splitlines()
+    assert int(count) > 70  # every module was found, not only the package
+    assert not failed
