@@ -246,7 +246,7 @@ class CaptureHooks:
         Args:
             logits: ``(rows, vocab)`` the pass's next-token logits.
             eos_ids: End-of-sequence ids greedy rows may have to leave out this step
-                (see :meth:`StepLogits.read`).
+                (see :meth:`~langchain_adaptive_rag.step_logits.StepLogits.read`).
             rows: Read the attention rows too (a prefill keeps only hidden states).
         """
         wanted = (self.hidden, self.rows if rows else None, self.head_max if rows else None)

@@ -69,7 +69,8 @@ def decode_together(
         model: The causal LM every decoder was built for.
         decoders: The requests.
         capture: The signals the loop's hooks read; it must cover every request's
-            (:func:`capture_covers`). Default: the first request's.
+            (:func:`~langchain_adaptive_rag.generation.capture_covers`). Default: the
+            first request's.
         admit: Called at each step boundary with the number of sequences decoding; returns
             new requests to join (same capture), numbered after the earlier ones.
         between: Called at each step boundary with this loop's hooks paused, so other
@@ -399,9 +400,10 @@ class _BatchLoop:
 
         Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
         one) get their distributions from one pass over all their rows instead of one
-        small pass each, and their samples draw in one :func:`draw_rows` (each row with its
-        own generator, so each token is the one it draws alone); a request alone in its
-        kind computes and draws its own.
+        small pass each, and their samples draw in one
+        :func:`~langchain_adaptive_rag.sampling.draw_rows` (each row with its own
+        generator, so each token is the one it draws alone); a request alone in its kind
+        computes and draws its own.
 
         Returns:
             Each sharing request's distribution, and its drawn tokens (or the error its

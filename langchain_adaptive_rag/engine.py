@@ -4,7 +4,7 @@ Calls to ``ChatTransformers`` arriving from several threads or async tasks (grap
 ``batch``/``abatch``, ``adaptive-rag eval --concurrency N``, an app serving several users)
 are queued; a worker thread takes every queued request that captures the same signals
 (up to ``max_batch_rows`` sequences), decodes them together with
-:func:`~langchain_adaptive_rag.generation.decode_together` (left-padded prompts, one
+:func:`~langchain_adaptive_rag.decoding_loop.decode_together` (left-padded prompts, one
 KV-cache row per sample) and hands each caller its own token events as they are released,
 in its own thread. A request that arrives while a batch runs waits for the next one.
 
@@ -159,7 +159,7 @@ class DecodeEngine:
             attention plans, one per key length) a new thread would build again.
         prefix_cache: Stored prompt prefixes the loops' prefills start from.
         share_prompts: Let a call's samples read one copy of its prompt (see
-            :func:`~langchain_adaptive_rag.generation.decode_together`).
+            :func:`~langchain_adaptive_rag.decoding_loop.decode_together`).
     """
 
     def __init__(

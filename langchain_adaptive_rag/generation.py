@@ -385,7 +385,7 @@ class TraceDecoder:
         """The EOS ids this request's greedy samples mask this step (empty: none).
 
         Only a request whose greedy samples read the raw distribution: the step's masked
-        argmax then serves them (:meth:`StepLogits.read`).
+        argmax then serves them (:meth:`~langchain_adaptive_rag.step_logits.StepLogits.read`).
         """
         options = self.decoding
         if not options.min_new_tokens or options.sampling or options.signal_distribution != "raw":
