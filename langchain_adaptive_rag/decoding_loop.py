@@ -261,26 +261,23 @@ class _BatchLoop:
         return self.sharing is not None and len(decoder.samples) > 1
 
     def _append_blank(self, like: Any, count: int) -> None:
-        """Append ``count`` rows that hold no columns yet (they read a shared prompt)."""
-        if self.cache is not None and is_roomy(self.cache):  # in the rows' room
+        """Append ``count`` rows that hold no columns yet (they read a shared prompt).
+
+        They go into the running cache's room (a loop that shares prompts always holds a
+        :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`); the loop's first rows start
+        one, shaped like the prefill's cache ``like``.
+        """
+        if self.cache is None:
+            self.cache = RoomyCache()
+            for number, layer in enumerate(like.layers):
+                keys = layer.keys[:1, :, :0].expand(count, -1, -1, -1)
+                values = layer.values[:1, :, :0].expand(count, -1, -1, -1)
+                self.cache.update(keys, values, number)
+            self.mask = self.mask.new_zeros((count, 0))
+        else:
             for layer in self.cache.layers:
                 layer.add_rows(count, self.max_rows)
-            width = self.mask.shape[1]
-            self.mask = torch.cat([self.mask, self.mask.new_zeros((count, width))])
-            self.padded = True
-            return
-        blank = RoomyCache()
-        for number, layer in enumerate(like.layers):
-            keys = layer.keys[:1, :, :0].expand(count, -1, -1, -1)
-            values = layer.values[:1, :, :0].expand(count, -1, -1, -1)
-            blank.update(keys, values, number)
-        blank_mask = self.mask.new_zeros((count, 0))
-        if self.cache is None:
-            self.cache, self.mask = blank, blank_mask
-        else:
-            self.mask = join_rows(
-                self.cache, self.mask, blank, blank_mask, range(count), self.max_rows
-            )
+            self.mask = torch.cat([self.mask, self.mask.new_zeros((count, self.mask.shape[1]))])
         self.padded = True  # positions and masks are the rows' own, never the cache's
 
     def _match(self, prompt_ids: list[int]) -> tuple[int, StoredPrefix | None]:
