@@ -53,6 +53,8 @@ step attention_short 90 benchmarks/attention_capture.py \
 step attention_profile 300 benchmarks/attention_capture.py \
     --size "$large" --device "$device" --dtype "$dtype" --prompt-lengths 512 --rounds 1 \
     --profile --cudnn off
+# Grouped-query rows: keys scored a key head at a time against repeated per query head.
+step grouped_rows 60 benchmarks/grouped_rows.py --device "$device" --rounds 30
 step shared_prompts 90 benchmarks/shared_prompts.py \
     --size "$large" --device "$device" --dtype "$dtype" --calls 4 --k 20 --prompts 1024 --rounds 2
 step real_scale_concurrency 150 benchmarks/real_scale_concurrency.py \

@@ -5,11 +5,12 @@ layer costs 1.2-1.6x sdpa's decoding time. Instead, the captured layer alone is 
 through :func:`capture_attention_forward`, which runs the model's own kernel (``sdpa``,
 ``flash_attention_2``, ...) for the layer's output, unchanged, and computes the weights the
 signals need from the query and key states the kernel received (after rotary embeddings,
-norms and the KV cache, with grouped-query heads repeated):
-``softmax(q k^T * scaling [softcap] + mask)`` in float32, the newest query row or, for a
-full forward pass, every row. Only that layer's module sees a config naming this function;
-the masks are built by the model for its own kernel and read in each form (none, boolean,
-additive, or a flash-attention padding mask), with the layer's sliding window applied.
+norms and the KV cache): ``softmax(q k^T * scaling [softcap] + mask)`` in float32, the
+newest query row or, for a full forward pass, every row. Grouped-query heads are scored
+a key head at a time, its query heads together, so the keys are never copied per query
+head. Only that layer's module sees a config naming this function; the masks are built
+by the model for its own kernel and read in each form (none, boolean, additive, or a
+flash-attention padding mask), with the layer's sliding window applied.
 """
 
 from __future__ import annotations
@@ -58,21 +59,25 @@ def _visible(
     sliding_window: int | None,
     device: torch.device,
 ) -> torch.Tensor:
-    """``(batch, 1, queries, keys)`` bool: which keys each of the last ``queries`` sees."""
+    """Which keys each of the last ``queries`` sees (bool, broadcasts to the scores)."""
+    allowed: torch.Tensor | None = None
+    if attention_mask is not None:
+        mask = attention_mask
+        if mask.ndim == 2:  # flash-attention padding mask (batch, keys): 1 = attend
+            allowed = mask[:, None, None, -keys:].bool()
+        else:
+            mask = mask[..., -queries:, -keys:]
+            allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    window_cuts = sliding_window is not None and sliding_window < keys
+    if allowed is not None and queries == 1 and not window_cuts:
+        return allowed  # the newest query is after every key: only the mask hides any
     query_pos = torch.arange(keys - queries, keys, device=device)[:, None]
     key_pos = torch.arange(keys, device=device)[None, :]
     causal = key_pos <= query_pos
     if sliding_window is not None:
         causal = causal & (query_pos - key_pos < sliding_window)
     visible = causal[None, None].expand(batch, 1, queries, keys)
-    if attention_mask is None:
-        return visible
-    mask = attention_mask
-    if mask.ndim == 2:  # flash-attention padding mask (batch, keys): 1 = attend
-        return visible & mask[:, None, None, -keys:].bool()
-    mask = mask[..., -queries:, -keys:]
-    allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
-    return visible & allowed
+    return visible if allowed is None else visible & allowed
 
 
 def attention_rows(
@@ -99,16 +104,16 @@ def attention_rows(
     Returns:
         ``(batch, heads, queries, keys)`` float32 weights; each row sums to 1.
     """
-    batch, heads, _, dim = query.shape
-    groups = heads // key.shape[1]
-    q = query[:, :, -queries:, :].float()
-    k = key.float()
-    if groups > 1:
-        k = k.repeat_interleave(groups, dim=1)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * (dim**-0.5 if scaling is None else scaling)
+    batch, heads, length, dim = query.shape
+    kv_heads, keys = key.shape[1], key.shape[2]
+    q = query if length == queries else query[:, :, -queries:, :]
+    # each key head's group of query heads as one matrix: the keys are read once per key
+    # head, never copied per query head
+    grouped = q.float().reshape(batch, kv_heads, (heads // kv_heads) * queries, dim)
+    scores = torch.matmul(grouped, key.float().transpose(-1, -2)).view(batch, heads, queries, keys)
+    scores = scores * (dim**-0.5 if scaling is None else scaling)
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    keys = k.shape[2]
     window_cuts = sliding_window is not None and sliding_window < keys
     if attention_mask is not None or window_cuts or queries > 1:  # else every key is seen
         visible = _visible(attention_mask, batch, queries, keys, sliding_window, q.device)

@@ -48,12 +48,18 @@ class DispatchedOperators(TorchDispatchMode):
     """Record the name of each operator dispatched in this thread while entered.
 
     On a GPU each one that is not a view launches a kernel, whose launch the host pays.
+    :attr:`sizes` holds the elements of each operator's largest tensor output.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[str] = []
+        self.sizes: list[int] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         self.seen.append(str(func.overloadpacket.__name__))
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        outputs = out if isinstance(out, tuple | list) else (out,)
+        sizes = [t.numel() for t in outputs if isinstance(t, torch.Tensor)]
+        self.sizes.append(max(sizes, default=0))
+        return out

@@ -88,6 +88,32 @@ def test_rows_by_hand() -> None:
     np.testing.assert_allclose(two[0, 1, 0].numpy(), [1 / 3] * 3, rtol=1e-6)
 
 
+def test_grouped_query_rows_score_each_key_head_once() -> None:
+    """Four query heads per key head: every row as a float64 per-head reference gives it,
+    and no operator writes more than one float32 copy of the keys (repeating each key head
+    for its query heads would write four)."""
+    generator = torch.Generator().manual_seed(3)
+    query = torch.randn(2, 8, 3, 16, generator=generator)
+    key = torch.randn(2, 2, 40, 16, generator=generator).to(torch.bfloat16)
+    padding = torch.ones(2, 40, dtype=torch.long)
+    padding[1, :5] = 0  # the second row's first five keys are padding
+    with DispatchedOperators() as seen:
+        rows = attention_rows(query, key, padding, scaling=0.25, queries=3)
+    assert rows.shape == (2, 8, 3, 40) and rows.dtype == torch.float32
+    keys = key.double()
+    for b in range(2):
+        for h in range(8):
+            for i, position in enumerate(range(37, 40)):  # the last three queries
+                scores = (keys[b, h // 4, : position + 1] @ query[b, h, i].double()) * 0.25
+                if b == 1:
+                    scores[:5] = -torch.inf
+                expected = torch.zeros(40, dtype=torch.float64)
+                expected[: position + 1] = torch.softmax(scores, dim=0)
+                np.testing.assert_allclose(rows[b, h, i].numpy(), expected.numpy(), atol=1e-6)
+    assert "repeat_interleave" not in seen.seen
+    assert max(seen.sizes) <= key.numel()
+
+
 def test_attention_that_bypasses_the_interface_fails_with_the_fix(
     tiny_model_dirs: dict[str, Path],
 ) -> None:
