@@ -185,7 +185,7 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             )
     finally:
         sdpa.batch_concurrent_calls = threaded
-    print("\nb's operators by CPU time (64 tokens):\n")
+    print(f"\nb's operators by CPU time ({tokens} tokens):\n")
     print(tables["b"])
     print(capture_operators(averages["b"], averages["d"], tokens))
 

@@ -31,11 +31,16 @@ LAYERS: dict[str, type[Any]] = {"DynamicLayer": DynamicLayer, "RoomyLayer": Room
 
 
 class CountingOperators(TorchDispatchMode):
-    """Counts the aten operators dispatched in this thread while entered, by name."""
+    """Counts the aten operators dispatched in this thread while entered, by name.
+
+    :attr:`written` sums the bytes of every output that is not a view of an input: the
+    memory the operators wrote (and allocated, on a device).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.written = 0
 
     def __torch_dispatch__(
         self,
@@ -45,7 +50,15 @@ class CountingOperators(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         self.ops[str(func.overloadpacket.__name__)] += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        for tensor in out if isinstance(out, tuple | list) else (out,):
+            if (
+                isinstance(tensor, torch.Tensor)
+                and tensor.untyped_storage().data_ptr() not in inputs
+            ):
+                self.written += tensor.numel() * tensor.element_size()
+        return out
 
 
 def _prefilled(layer_class: type[Any], prompt: int) -> Any:

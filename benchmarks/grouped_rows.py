@@ -24,10 +24,9 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from cache_append import CountingOperators
 
 from langchain_adaptive_rag.attention_rows import attention_rows
 
@@ -45,31 +44,6 @@ def repeated_keys_rows(query: torch.Tensor, key: torch.Tensor, scaling: float) -
     keys = key.float().repeat_interleave(groups, dim=1)
     scores = torch.matmul(query.float(), keys.transpose(-1, -2)) * scaling
     return torch.softmax(scores, dim=-1)
-
-
-class WrittenBytes(TorchDispatchMode):
-    """Sums the bytes of every operator output that owns new memory while entered."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bytes = 0
-
-    def __torch_dispatch__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        out = func(*args, **(kwargs or {}))
-        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
-        outputs = out if isinstance(out, tuple | list) else (out,)
-        for tensor in outputs:
-            if not isinstance(tensor, torch.Tensor):
-                continue
-            if tensor.untyped_storage().data_ptr() not in inputs:  # not a view of an input
-                self.bytes += tensor.numel() * tensor.element_size()
-        return out
 
 
 def timed(run: Callable[[], torch.Tensor], device: torch.device) -> float:
@@ -114,9 +88,9 @@ def main() -> None:
             difference = (ways["repeated"]() - ways["grouped"]()).abs().max().item()
             written = {}
             for name, run in ways.items():
-                with WrittenBytes() as counted:
+                with CountingOperators() as counted:
                     run()
-                written[name] = counted.bytes / 2**20
+                written[name] = counted.written / 2**20
             times: dict[str, list[float]] = {name: [] for name in ways}
             for _ in range(args.rounds):
                 for name, run in ways.items():
