@@ -11,12 +11,17 @@ a key head at a time, its query heads together, so the keys are never copied per
 head. Only that layer's module sees a config naming this function; the masks are built
 by the model for its own kernel and read in each form (none, boolean, additive, or a
 flash-attention padding mask), with the layer's sliding window applied.
+
+While the decoding loop's cache only appends, the steps' rows are deferred
+(:class:`PendingRows`): a step keeps a view of its newest query, and the rows of all
+kept steps are computed later as one causal attention over the latest keys, so a
+decoding step launches no kernel for them.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +30,7 @@ from torch import nn
 
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
+    "PendingRows",
     "RowSink",
     "attention_rows",
     "register_attention",
@@ -34,6 +40,70 @@ __all__ = [
 CAPTURE_IMPLEMENTATION = "langchain_adaptive_rag_rows"
 """Name under which :func:`capture_attention_forward` is registered in transformers'
 ``AttentionInterface`` (an added entry: no existing implementation is changed)."""
+
+
+PENDING_SCORES = 2**25
+"""Most float32 scores (128 MiB) one chunk of :meth:`PendingRows.weights` computes."""
+
+
+@dataclass
+class PendingRows:
+    """Successive decoding steps' newest queries, whose rows are computed later at once.
+
+    Over a cache that only appends (each step adds one key column to every row, and no
+    window drops old keys), the keys a step's query saw are the first columns of any
+    later step's keys, and the mask only gains columns. So the rows of ``S`` steps are
+    the last ``S`` query rows of one causal attention over the latest step's keys: one
+    computation for all of them instead of one a step.
+    """
+
+    queries: list[torch.Tensor] = field(default_factory=list)
+    """Each step's ``(batch, heads, 1, head_dim)`` newest query states (views, no copy)."""
+    key: torch.Tensor | None = None
+    """The latest step's ``(batch, kv_heads, keys, head_dim)`` keys."""
+    mask: torch.Tensor | None = None
+    """The mask the model built for the latest step (``None``: none)."""
+    scaling: float | None = None
+    softcap: float | None = None
+
+    def add(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        mask: torch.Tensor | None,
+        scaling: float | None,
+        softcap: float | None,
+    ) -> None:
+        """Keep one step's newest query, and its keys and mask as the latest."""
+        self.queries.append(query[:, :, -1:, :])
+        self.key, self.mask, self.scaling, self.softcap = key, mask, scaling, softcap
+
+    def weights(self) -> Iterator[torch.Tensor]:
+        """Every kept step's row, a chunk of steps at a time; nothing is kept after.
+
+        Yields:
+            ``(batch, heads, steps, keys)`` float32 weights of consecutive steps over the
+            keys the chunk's last step saw (an earlier step ``s`` of the ``S`` kept saw
+            the first ``keys - (S - 1 - s)`` of the latest step's keys; the rest get 0).
+        """
+        queries, key, mask = self.queries, self.key, self.mask
+        self.queries, self.key, self.mask = [], None, None
+        if not queries or key is None:
+            return
+        steps, keys = len(queries), key.shape[2]
+        batch, heads, _, _ = queries[0].shape
+        chunk = max(1, PENDING_SCORES // max(1, batch * heads * keys))
+        for first in range(0, steps, chunk):
+            last = min(steps, first + chunk)
+            seen = keys - (steps - last)
+            yield attention_rows(
+                torch.cat(queries[first:last], dim=2),
+                key[:, :, :seen],
+                None if mask is None else mask[..., :seen],
+                scaling=self.scaling,
+                softcap=self.softcap,
+                queries=last - first,
+            )
 
 
 @dataclass
@@ -48,6 +118,8 @@ class RowSink:
     """``(batch, heads, queries, keys)`` float32 weights of the latest call."""
     calls: int = 0
     """Forward passes seen."""
+    pending: PendingRows | None = None
+    """While set, calls keep their newest query here instead of computing ``rows``."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -137,6 +209,11 @@ def capture_attention_forward(
         sink.original
     ]
     output, _ = kernel(module, query, key, value, attention_mask, **kwargs)
+    sink.calls += 1
+    if sink.pending is not None:
+        softcap = kwargs.get("softcap")
+        sink.pending.add(query, key, attention_mask, kwargs.get("scaling"), softcap)
+        return output, None
     sliding = kwargs.get("sliding_window")
     sink.rows = attention_rows(
         query,
@@ -147,7 +224,6 @@ def capture_attention_forward(
         sliding_window=sliding if isinstance(sliding, int) and sliding > 0 else None,
         queries=query.shape[2] if sink.full else 1,
     )
-    sink.calls += 1
     return output, None
 
 

@@ -10,7 +10,8 @@ the model's device until the decoding step reads it back with the step's logits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.attention_rows import route_to_capture
+from langchain_adaptive_rag.attention_rows import PendingRows, route_to_capture
 from langchain_adaptive_rag.errors import (
     AdaptiveRAGError,
     AttentionUnavailableError,
@@ -142,6 +143,8 @@ class AttentionCapture:
         self.paused = False
         """While set, forward passes are not read (another use of the model between steps)."""
         self._route: route_to_capture | None = None
+        self._calls = 0
+        """The routed layer's calls seen (a pass that did not call it gave no weights)."""
         self._handle: torch.utils.hooks.RemovableHandle | None = None
 
     def __enter__(self) -> AttentionCapture:
@@ -155,8 +158,13 @@ class AttentionCapture:
         if self.paused:
             return
         if self._route is not None:
-            rows = self._route.sink.rows
-            self._route.sink.rows = None
+            sink = self._route.sink
+            called, self._calls = sink.calls != self._calls, sink.calls
+            if called and sink.pending is not None:
+                self.weights = None  # the pass kept its query: its row is computed later
+                return
+            rows = sink.rows
+            sink.rows = None
         else:
             rows = output[1] if isinstance(output, tuple) and len(output) > 1 else None
             if rows is not None and not self.full:
@@ -214,7 +222,9 @@ class CaptureHooks:
 
     They stay on the model's device (float32) until :meth:`read` reads them back with a
     step's logits: hooks that copied them to the host would wait for the device in the
-    middle of each forward pass.
+    middle of each forward pass. Over a cache that only appends, the attention rows of
+    successive steps can be deferred (:meth:`deferring_rows`) and computed together
+    (:meth:`take_rows`).
     """
 
     def __init__(self, model: PreTrainedModel, capture: CaptureOptions) -> None:
@@ -227,6 +237,7 @@ class CaptureHooks:
         """``(batch, hidden size)`` the hidden state of each row's last position."""
         self.paused = False
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._pending = PendingRows()
         self._attention: AttentionCapture | None = None
         if capture.attention:
             self._attention = AttentionCapture(model, capture.attention_layer).__enter__()
@@ -235,6 +246,55 @@ class CaptureHooks:
         if capture.hidden:
             module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
             self._handles.append(module.register_forward_hook(self._on_hidden))
+
+    @contextmanager
+    def deferring_rows(self, enabled: bool) -> Iterator[bool]:
+        """Keep the forward passes' newest queries instead of computing their rows.
+
+        Only on a routed layer (an eager layer computes its weights anyway) without a
+        sliding window, and only for a cache that appends: the caller promises each pass
+        appends one key column to every row and nothing else changes the keys, until
+        :meth:`take_rows`.
+
+        Args:
+            enabled: Whether the caller's cache allows it.
+
+        Yields:
+            Whether the passes inside defer their rows (then :meth:`read` reads none).
+        """
+        route = self._attention._route if self._attention is not None else None
+        module = self._attention.module if self._attention is not None else None
+        window = getattr(module, "sliding_window", None)
+        if not enabled or route is None or (isinstance(window, int) and window > 0):
+            yield False
+            return
+        route.sink.pending = self._pending
+        try:
+            yield True
+        finally:
+            route.sink.pending = None
+
+    def take_rows(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """The deferred steps' rows, averaged (and maxed) over heads; then none are kept.
+
+        Returns:
+            ``(batch, steps, keys)`` host arrays of the head mean and, when asked for, the
+            head maximum, over the last deferred step's keys (see
+            :meth:`~langchain_adaptive_rag.attention_rows.PendingRows.weights`);
+            ``None`` when no step was deferred.
+        """
+        key = self._pending.key
+        if key is None:
+            return None
+        keys, reduced = key.shape[2], []
+        for weights in self._pending.weights():  # (batch, heads, steps, seen)
+            heads = [weights.mean(dim=1)]
+            if self.capture.attention_head_max:
+                heads.append(weights.amax(dim=1))
+            padding = (0, keys - weights.shape[-1])
+            reduced.append(torch.nn.functional.pad(torch.stack(heads), padding))
+        host = torch.cat(reduced, dim=2).cpu().numpy()  # one read-back for all steps
+        return host[0], host[1] if len(host) > 1 else None
 
     def read(
         self, logits: torch.Tensor, eos_ids: Sequence[int], *, rows: bool = True
@@ -264,8 +324,9 @@ class CaptureHooks:
                 self._attention._route.pause(paused)
 
     def _on_attention(self, module: nn.Module, args: object, output: object) -> None:
-        if self.paused:
-            return
+        route = self._attention._route if self._attention is not None else None
+        if self.paused or (route is not None and route.sink.pending is not None):
+            return  # paused, or the pass kept its query: its row comes later
         assert self._attention is not None and self._attention.weights is not None
         last = self._attention.weights[:, :, -1, :]  # (batch, heads, kv): the newest row
         self.rows = last.mean(dim=1)

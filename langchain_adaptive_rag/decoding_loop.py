@@ -168,6 +168,8 @@ class _BatchLoop:
         """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
         self._arranged = True
         """Whether the shared prompts' layout matches the rows."""
+        self._deferred: list[list[int]] = []
+        """Each step whose attention rows the hooks deferred: the rows' fed positions."""
 
     def _prefill(self, first: int) -> None:
         """Prefill requests ``first..`` and append their rows.
@@ -337,12 +339,15 @@ class _BatchLoop:
             if self.admit is not None and self._joinable():
                 joining = self.admit(len(self.rows))
                 if joining:
+                    self._store_deferred_rows()  # before the joining rows change the cache
                     first = len(self.decoders)
                     self.decoders += joining
                     self.unfinished.update(range(first, len(self.decoders)))
                     self._prefill(first)
             yield from self._choose()
             feed = [self.decoders[r]._next_input(b) for r, b in self.rows]  # None: done
+            if None in feed:
+                self._store_deferred_rows()  # the traces read them; done rows then leave
             yield from self._finish_requests()
             keep = [i for i, token in enumerate(feed) if token is not None]
             if not keep:
@@ -495,21 +500,45 @@ class _BatchLoop:
             if not shared:
                 step["attention_mask"] = self.mask
         step[_cache_keyword(self.model)] = self.cache
+        deferred = False  # attention rows computed in the pass (see _store_deferred_rows)
         if shared and self.sharing is not None:
             self.prompts.set_own_mask(self.mask)
             with self.prompts.routed(self.sharing):
                 out = self.model(input_ids=inputs, use_cache=True, **step)
         else:
-            out = self.model(input_ids=inputs, use_cache=True, **step)
+            with self.hooks.deferring_rows(self._joinable()) as deferred:
+                out = self.model(input_ids=inputs, use_cache=True, **step)
         unfinished = [self.decoders[r] for r in sorted(self.unfinished)]
         masking = _greedy_masking(unfinished)
-        self.step, captured = self.hooks.read(out.logits[:, -1, :].float(), masking)
+        logits = out.logits[:, -1, :].float()
+        self.step, captured = self.hooks.read(logits, masking, rows=not deferred)
+        if deferred:
+            self._deferred.append(list(self.positions))
         for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
             if captured.hidden is not None:
                 self.decoders[r]._store_hidden(b, captured.hidden[i])
             if captured.rows is not None:
                 head_max = captured.head_max[i] if captured.head_max is not None else None
                 self.decoders[r]._store_row(b, self.positions[i], captured.rows[i], head_max)
+
+    def _store_deferred_rows(self) -> None:
+        """Compute the attention rows of the steps that deferred them and store them.
+
+        The rows have not changed since those steps (the caller changes them only
+        after this), and each step appended one key column to every row: step ``s`` of
+        ``S`` saw all but the last ``S - 1 - s`` columns of the latest keys.
+        """
+        taken = self.hooks.take_rows()
+        if taken is None:
+            return
+        rows, head_max = taken
+        steps, keys = len(self._deferred), rows.shape[-1]
+        for s, positions in enumerate(self._deferred):
+            seen = keys - (steps - 1 - s)
+            for i, (r, b) in enumerate(self.rows):
+                maxima = head_max[i, s, :seen] if head_max is not None else None
+                self.decoders[r]._store_row(b, positions[i], rows[i, s, :seen], maxima)
+        self._deferred.clear()
 
 
 def _greedy_masking(decoders: Sequence[TraceDecoder]) -> tuple[int, ...]:
