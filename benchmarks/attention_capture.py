@@ -22,6 +22,10 @@ host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device), t
 dispatched (on any device: on a GPU each one that is not a view launches a kernel) and b's
 busiest operators: where a GPU run's b/a comes from.
 
+After the table it prints how far b's attention rows are from c's (eager's own weights,
+from the warm-up calls): the rows b times must be the rows eager gives (about 1e-9 in
+float32; in half precision eager's weights carry the dtype's rounding).
+
 ``--parts`` adds (e) attention rows only and (f) the hidden state only: what each of b's
 two captures costs apart. ``--new-tokens 16`` against the default 64 separates what capture
 costs once a call (setting the hooks up, the extra forward pass) from what it costs a token.
@@ -102,6 +106,22 @@ def variants(
         ways["e"] = lambda: sdpa.generate_trace(prompt, capture=rows_only)
         ways["f"] = lambda: sdpa.generate_trace(prompt, capture=hidden_only)
     return ways
+
+
+def rows_difference(ours: object, eager: object) -> str:
+    """How far b's attention rows are from eager's (c), for the same greedy tokens.
+
+    In half precision eager's own weights are rounded through the model's dtype, so
+    differences of about 1e-3 are eager's rounding, not the recomputed rows'.
+    """
+    assert isinstance(ours, list) and isinstance(eager, list)
+    b, c = ours[0], eager[0]
+    ids_b, ids_c = b.token_ids.tolist(), c.token_ids.tolist()
+    if ids_b != ids_c:
+        pairs = enumerate(zip(ids_b, ids_c, strict=False))
+        first = next((i for i, (x, y) in pairs if x != y), min(len(ids_b), len(ids_c)))
+        return f"tokens part at token {first} (a near tie)"
+    return f"{float(abs(b.attention - c.attention).max()):.1e}"
 
 
 READS = ("cpu", "tolist", "item", "__bool__")
@@ -278,11 +298,12 @@ def main() -> None:
         f"| d: sdpa, entropy only |{extra} b/a | c/a | d/a |{ratios}"
     )
     print("|---:" * (8 + 4 * args.parts) + "|")
+    checks: list[str] = []
     for length in args.prompt_lengths:
         prompt = [int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (length,))]
         runs = variants(sdpa, eager, prompt, parts=args.parts)
-        for run in runs.values():
-            run()  # warm-up
+        warm = {key: run() for key, run in runs.items()}  # warm-up
+        checks.append(f"{length} tokens: {rows_difference(warm['b'], warm['c'])}")
         times: dict[str, list[float]] = {key: [] for key in runs}
         for _ in range(args.rounds):
             for key, run in runs.items():
@@ -297,6 +318,7 @@ def main() -> None:
         seconds = " | ".join(f"{m[key]:.3f}" for key in runs)
         ratio = " | ".join(f"{m[key] / m['a']:.3f}" for key in runs if key != "a")
         print(f"| {length} | {seconds} | {ratio} |", flush=True)
+    print(f"\nb's rows against c's (eager), largest difference: {'; '.join(checks)}")
     if args.profile:
         prompt = [
             int(i) for i in torch.randint(10, len(sdpa.hf_tokenizer), (args.prompt_lengths[0],))
