@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
     "PendingRows",
@@ -210,11 +212,14 @@ def capture_attention_forward(
     ]
     output, _ = kernel(module, query, key, value, attention_mask, **kwargs)
     sink.calls += 1
+    sliding = kwargs.get("sliding_window")
     if sink.pending is not None:
+        if isinstance(sliding, int) and sliding > 0:  # the latest mask hides old keys
+            msg = "Attention rows of a sliding-window layer cannot be deferred."
+            raise AdaptiveRAGError(msg)
         softcap = kwargs.get("softcap")
         sink.pending.add(query, key, attention_mask, kwargs.get("scaling"), softcap)
         return output, None
-    sliding = kwargs.get("sliding_window")
     sink.rows = attention_rows(
         query,
         key,

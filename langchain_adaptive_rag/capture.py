@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.attention_rows import PendingRows, route_to_capture
+from langchain_adaptive_rag.attention_rows import PendingRows, RowSink, route_to_capture
 from langchain_adaptive_rag.errors import (
     AdaptiveRAGError,
     AttentionUnavailableError,
@@ -238,11 +238,15 @@ class CaptureHooks:
         self.paused = False
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._pending = PendingRows()
+        self._deferrable: RowSink | None = None
+        """The routed layer's sink (an eager layer computes its weights anyway)."""
         self._attention: AttentionCapture | None = None
         if capture.attention:
             self._attention = AttentionCapture(model, capture.attention_layer).__enter__()
             module = self._attention.module
             self._handles.append(module.register_forward_hook(self._on_attention))
+            if self._attention._route is not None:
+                self._deferrable = self._attention._route.sink
         if capture.hidden:
             module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
             self._handles.append(module.register_forward_hook(self._on_hidden))
@@ -251,10 +255,11 @@ class CaptureHooks:
     def deferring_rows(self, enabled: bool) -> Iterator[bool]:
         """Keep the forward passes' newest queries instead of computing their rows.
 
-        Only on a routed layer (an eager layer computes its weights anyway) without a
-        sliding window, and only for a cache that appends: the caller promises each pass
-        appends one key column to every row and nothing else changes the keys, until
-        :meth:`take_rows`.
+        Only on a routed layer (an eager layer computes its weights anyway), and only for
+        a cache that appends: the caller promises each pass appends one key column to
+        every row and nothing else changes the keys until :meth:`take_rows` (a
+        :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`, which never holds a
+        sliding-window layer).
 
         Args:
             enabled: Whether the caller's cache allows it.
@@ -262,17 +267,15 @@ class CaptureHooks:
         Yields:
             Whether the passes inside defer their rows (then :meth:`read` reads none).
         """
-        route = self._attention._route if self._attention is not None else None
-        module = self._attention.module if self._attention is not None else None
-        window = getattr(module, "sliding_window", None)
-        if not enabled or route is None or (isinstance(window, int) and window > 0):
+        sink = self._deferrable
+        if not enabled or sink is None:
             yield False
             return
-        route.sink.pending = self._pending
+        sink.pending = self._pending
         try:
             yield True
         finally:
-            route.sink.pending = None
+            sink.pending = None
 
     def take_rows(self) -> tuple[np.ndarray, np.ndarray | None] | None:
         """The deferred steps' rows, averaged (and maxed) over heads; then none are kept.
@@ -324,8 +327,8 @@ class CaptureHooks:
                 self._attention._route.pause(paused)
 
     def _on_attention(self, module: nn.Module, args: object, output: object) -> None:
-        route = self._attention._route if self._attention is not None else None
-        if self.paused or (route is not None and route.sink.pending is not None):
+        deferred = self._deferrable is not None and self._deferrable.pending is not None
+        if self.paused or deferred:
             return  # paused, or the pass kept its query: its row comes later
         assert self._attention is not None and self._attention.weights is not None
         last = self._attention.weights[:, :, -1, :]  # (batch, heads, kv): the newest row

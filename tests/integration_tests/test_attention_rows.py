@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
-from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers
+from langchain_adaptive_rag import AdaptiveRAGError, AttentionUnavailableError, ChatTransformers
 from langchain_adaptive_rag import attention_rows as attention_rows_module
-from langchain_adaptive_rag.attention_rows import attention_rows
+from langchain_adaptive_rag.attention_rows import PendingRows, attention_rows
 from langchain_adaptive_rag.capture import attention_module
 from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
 from tests.trace_options import trace_options
@@ -144,6 +145,20 @@ def test_deferred_steps_give_the_rows_each_step_computes(
         np.testing.assert_allclose(got[:, :, step, :length], want[:, :, 0], atol=1e-7)
         assert torch.all(got[:, :, step, length:] == 0)  # keys after the step's own
     assert not pending.queries and pending.key is None and not list(pending.weights())
+
+
+def test_a_sliding_window_layer_refuses_to_defer_its_rows() -> None:
+    """The latest step's mask hides keys an earlier step saw: deferring would be wrong."""
+    module = nn.Module()
+    sink = attention_rows_module.RowSink(original="sdpa", pending=PendingRows())
+    module._adaptive_rag_sink = sink  # type: ignore[assignment]
+    query, key = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 6, 4)
+    attention_rows_module.capture_attention_forward(module, query, key, key, None, scaling=0.5)
+    assert len(sink.pending.queries) == 1  # no window: kept for later
+    with pytest.raises(AdaptiveRAGError, match="sliding-window"):
+        attention_rows_module.capture_attention_forward(
+            module, query, key, key, None, scaling=0.5, sliding_window=4
+        )
 
 
 def test_attention_that_bypasses_the_interface_fails_with_the_fix(
