@@ -1,0 +1,173 @@
+"""Random join schedules: every request gets what it gets alone, whenever it joins.
+
+Each seed draws requests (prompts, budgets, stop strings, samples, captures), a loop
+capture covering them, a prefix cache or none, room for joins or none, and a schedule:
+which requests start the loop, which join at which step boundary, and when another
+forward pass of the model runs between steps. Deferred attention rows are flushed at
+joins and leaves, so the schedules cross those points in many orders; the reference
+runs compute each step's row in its own pass.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from langchain_adaptive_rag import ChatTransformers, GenerationTrace, attention_rows
+from langchain_adaptive_rag.capture import CaptureHooks
+from langchain_adaptive_rag.decoding_loop import decode_together
+from langchain_adaptive_rag.generation import (
+    CaptureOptions,
+    DecodingOptions,
+    HiddenPosition,
+    TraceDecoder,
+    capture_covers,
+)
+from langchain_adaptive_rag.prefix_cache import PrefixCache
+
+ATOL = 1e-4
+SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "8"))
+"""Schedules drawn (each about 0.3 s); set the variable for a wider sweep."""
+TEXT = (
+    "Anna Berg was born in the city of Lund , and Carl Lind directed Blue Harbour in 1962 ."
+    " Question : who wrote the river song ? Answer :"
+)
+WORDS = tuple(TEXT.split(" "))
+STOPS = (" the", "\n", ",", " in")
+SITES: tuple[HiddenPosition, ...] = ("last", "eos", "eos_replacing_last")
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt: str
+    decoding: DecodingOptions
+    capture: CaptureOptions
+    n: int
+    include_greedy: bool
+
+
+def draw_request(rng: random.Random, attention: bool, hidden: bool) -> Request:
+    """A request asking for some of the signals the loop reads (``attention``, ``hidden``)."""
+    start = rng.randrange(len(WORDS) - 2)
+    prompt = " ".join(WORDS[start : start + rng.randint(1, 18)])
+    budget = rng.randint(1, 14)
+    sampling = rng.random() < 0.3
+    decoding = DecodingOptions(
+        max_new_tokens=budget,
+        min_new_tokens=rng.randint(0, budget),
+        stop=tuple(rng.sample(STOPS, rng.randint(0, 2))),
+        do_sample=sampling,
+        seed=rng.randrange(1000) if sampling else None,
+        top_logprobs=rng.choice((0, 0, 2)),
+    )
+    wants_hidden = hidden and rng.random() < 0.6
+    capture = CaptureOptions(
+        attention=attention and rng.random() < 0.7,
+        attention_head_max=attention and rng.random() < 0.5,
+        hidden=wants_hidden,
+        hidden_layer=1,
+        hidden_at=rng.choice(SITES) if wants_hidden else "last",
+    )
+    n = rng.choice((1, 1, 2)) if sampling else 1
+    return Request(prompt, decoding, capture, n, sampling and rng.random() < 0.3)
+
+
+_deferring_rows = CaptureHooks.deferring_rows
+
+
+@contextmanager
+def _computing_rows_in_the_pass(hooks: CaptureHooks, enabled: bool) -> Iterator[bool]:
+    with _deferring_rows(hooks, False) as deferred:
+        yield deferred
+
+
+def decoder(chat: ChatTransformers, request: Request) -> TraceDecoder:
+    return TraceDecoder(
+        chat.hf_model,
+        chat.hf_tokenizer,
+        chat.encode(request.prompt),
+        n=request.n,
+        include_greedy=request.include_greedy,
+        decoding=request.decoding,
+        capture=request.capture,
+    )
+
+
+def assert_same(got: list[GenerationTrace], want: list[GenerationTrace], label: str) -> None:
+    assert len(got) == len(want), label
+    for a, b in zip(got, want, strict=True):
+        assert a.token_ids.tolist() == b.token_ids.tolist(), label
+        assert (a.text, a.finish_reason) == (b.text, b.finish_reason), label
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL, err_msg=label)
+        np.testing.assert_allclose(a.entropies, b.entropies, atol=ATOL, err_msg=label)
+        for name in ("attention", "attention_head_max", "hidden", "top_logprobs"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert (x is None) == (y is None), f"{label}: {name}"
+            if x is not None:
+                np.testing.assert_allclose(x, y, atol=ATOL, err_msg=f"{label}: {name}")
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_random_join_schedules_give_each_request_what_it_gets_alone(
+    llama_dir: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    chat = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
+    model = chat.hf_model
+    attention, hidden = rng.choice(((True, True), (True, False), (False, True)))
+    loop_capture = CaptureOptions(
+        attention=attention, attention_head_max=attention, hidden=hidden, hidden_layer=1
+    )
+    requests = [draw_request(rng, attention, hidden) for _ in range(rng.randint(4, 7))]
+    assert all(capture_covers(loop_capture, r.capture) for r in requests)
+    with monkeypatch.context() as each_step:  # the reference computes rows in each pass
+        each_step.setattr(CaptureHooks, "deferring_rows", _computing_rows_in_the_pass)
+        alone = [decoder(chat, r).run() for r in requests]
+
+    if seed % 2:  # the deferred rows of a flush come in chunks of one to a few steps
+        monkeypatch.setattr(attention_rows, "PENDING_SCORES", rng.randint(20, 200))
+    first = rng.randint(1, 2)
+    waiting = [decoder(chat, r) for r in requests[first:]]
+    joined: list[TraceDecoder] = []
+
+    def admit(rows: int) -> list[TraceDecoder]:
+        # the last sequence decoding lets every waiting request in, so all of them join
+        count = len(waiting) if rows <= 1 else rng.choice((0, 0, 0, 1, 2))
+        taken = waiting[:count]
+        del waiting[:count]
+        joined.extend(taken)
+        return taken
+
+    def between() -> None:  # another use of the model between two steps
+        if rng.random() < 0.2:
+            ids = torch.tensor([chat.encode(rng.choice(WORDS))], device=model.device)
+            model(input_ids=ids)
+
+    starting = [decoder(chat, r) for r in requests[:first]]
+    cache = PrefixCache(2**24, min_tokens=2) if rng.random() < 0.5 else None
+    events = list(
+        decode_together(
+            model,
+            starting,
+            capture=loop_capture,
+            admit=admit,
+            between=between,
+            prefix_cache=cache,
+            max_rows=rng.choice((0, 8)),
+        )
+    )
+    ran = starting + joined
+    assert {r for r, event in events if event is None} == set(range(len(ran)))
+    if waiting:  # a loop whose cache cannot take rows (shared prompts) admits none
+        list(decode_together(model, waiting, capture=loop_capture, prefix_cache=cache))
+        ran += waiting
+    for index, (got, want) in enumerate(zip(ran, alone, strict=True)):
+        assert_same(got.traces, want, f"seed {seed}, request {index}")
