@@ -1,11 +1,12 @@
 """Random join schedules: every request gets what it gets alone, whenever it joins.
 
-Each seed draws requests (prompts, budgets, stop strings, samples, captures), a loop
-capture covering them, a prefix cache or none, room for joins or none, and a schedule:
-which requests start the loop, which join at which step boundary, and when another
-forward pass of the model runs between steps. Deferred attention rows are flushed at
-joins and leaves, so the schedules cross those points in many orders; the reference
-runs compute each step's row in its own pass.
+On the five tiny architectures (grouped-query heads, Mistral's 16-token sliding window,
+Gemma's scaled embeddings, GPT-2), each seed draws requests (prompts, budgets, stop
+strings, samples, captures), a loop capture covering them, a prefix cache or none, room
+for joins or none, and a schedule: which requests start the loop, which join at which
+step boundary, and when another forward pass of the model runs between steps. Deferred
+attention rows are flushed at joins and leaves, so the schedules cross those points in
+many orders; the reference runs compute each step's row in its own pass.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from langchain_adaptive_rag.generation import (
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 
 ATOL = 1e-4
-SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "8"))
-"""Schedules drawn (each about 0.3 s); set the variable for a wider sweep."""
+SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "4"))
+"""Schedules drawn per architecture (each about 0.2 s); set it for a wider sweep."""
 TEXT = (
     "Anna Berg was born in the city of Lund , and Carl Lind directed Blue Harbour in 1962 ."
     " Question : who wrote the river song ? Answer :"
@@ -115,12 +116,13 @@ def assert_same(got: list[GenerationTrace], want: list[GenerationTrace], label: 
                 np.testing.assert_allclose(x, y, atol=ATOL, err_msg=f"{label}: {name}")
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2", "mistral", "gemma"])
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_random_join_schedules_give_each_request_what_it_gets_alone(
-    llama_dir: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+    tiny_model_dirs: dict[str, Path], arch: str, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(seed)
-    chat = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
+    chat = ChatTransformers(model=str(tiny_model_dirs[arch]), attn_implementation="sdpa")
     model = chat.hf_model
     attention, hidden = rng.choice(((True, True), (True, False), (False, True)))
     loop_capture = CaptureOptions(
