@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import math
 import threading
@@ -410,13 +411,20 @@ def test_graph_batch_equals_invoking_one_by_one(llama_dir: Path, method: str) ->
     questions = [{"question": q} for q in ("Who directed Blue Harbour?", "Where was Carl born?")]
     questions += [{"question": "When was Anna Berg born?"}, {"question": "Who is Maria Holm?"}]
     one_by_one = [graph.invoke(q) for q in questions]
-    together = graph.batch(questions)
-    for got, want in zip(together, one_by_one, strict=True):
-        assert got["answer"] == want["answer"]
-        assert [e["doc_ids"] for e in got["retrievals"]] == [
-            e["doc_ids"] for e in want["retrievals"]
-        ]
-        assert got["counts"] == want["counts"]
+    engine = chat.engine
+    assert engine is not None and set(engine.batch_sizes) == {1} and engine.joined == 0
+    for run in (graph.batch, lambda qs: asyncio.run(graph.abatch(qs))):
+        engine.batch_sizes.clear()
+        engine.joined = 0
+        together = run(questions)
+        for got, want in zip(together, one_by_one, strict=True):
+            assert got["answer"] == want["answer"]
+            assert [e["doc_ids"] for e in got["retrievals"]] == [
+                e["doc_ids"] for e in want["retrievals"]
+            ]
+            assert got["counts"] == want["counts"]
+        shared = sum(n for size, n in engine.batch_sizes.items() if size > 1)
+        assert shared + engine.joined > 0, engine.batch_sizes  # the runs decoded together
 
 
 def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> None:
