@@ -3,8 +3,9 @@
 On the five tiny architectures (grouped-query heads, Mistral's 16-token sliding window,
 Gemma's scaled embeddings, GPT-2), each seed draws requests (prompts, budgets, stop
 strings, samples, captures), a loop capture covering them, a prefix cache or none, room
-for joins or none, and a schedule: which requests start the loop, which join at which
-step boundary, and when another forward pass of the model runs between steps. Deferred
+for joins or none, and a schedule: which requests start the loop and which join at which
+step boundary, which caller stops reading at which boundary, which request fails at which
+of its steps, and when another forward pass of the model runs between steps. Deferred
 attention rows are flushed at joins and leaves, so the schedules cross those points in
 many orders; the reference runs compute each step's row in its own pass.
 """
@@ -35,7 +36,7 @@ from langchain_adaptive_rag.generation import (
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 
 ATOL = 1e-4
-SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "4"))
+SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "8"))
 """Schedules drawn per architecture (each about 0.2 s); set it for a wider sweep."""
 TEXT = (
     "Anna Berg was born in the city of Lund , and Carl Lind directed Blue Harbour in 1962 ."
@@ -136,9 +137,19 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
 
     if seed % 2:  # the deferred rows of a flush come in chunks of one to a few steps
         monkeypatch.setattr(attention_rows, "PENDING_SCORES", rng.randint(20, 200))
+    decoders = [decoder(chat, r) for r in requests]
     first = rng.randint(1, 2)
-    waiting = [decoder(chat, r) for r in requests[first:]]
+    starting, waiting = decoders[:first], decoders[first:]
     joined: list[TraceDecoder] = []
+    # one request's caller may stop reading at some step boundary, one may fail
+    stopping = rng.randrange(len(decoders)) if rng.random() < 0.5 else None
+    stop_at = rng.randint(1, 12)
+    failing = rng.randrange(len(decoders)) if rng.random() < 0.5 else None
+    fired = {"n": 0, "at": rng.randint(1, 6)}  # calls to choose tokens, the failing one
+    if failing is not None and failing != stopping:
+        _fail_at_call(decoders[failing], fired)
+    boundary = {"n": 0}
+    cut: list[int | None] = []  # the stopped request's tokens when it was stopped
 
     def admit(rows: int) -> list[TraceDecoder]:
         # the last sequence decoding lets every waiting request in, so all of them join
@@ -148,12 +159,16 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
         joined.extend(taken)
         return taken
 
-    def between() -> None:  # another use of the model between two steps
-        if rng.random() < 0.2:
+    def between() -> None:
+        boundary["n"] += 1
+        if stopping is not None and boundary["n"] == stop_at:
+            decoders[stopping].stop_requested = True  # seen before the step's tokens
+            samples = decoders[stopping].samples
+            cut.extend(len(s.ids) if s.active else None for s in samples)
+        if rng.random() < 0.2:  # another use of the model between two steps
             ids = torch.tensor([chat.encode(rng.choice(WORDS))], device=model.device)
             model(input_ids=ids)
 
-    starting = [decoder(chat, r) for r in requests[:first]]
     cache = PrefixCache(2**24, min_tokens=2) if rng.random() < 0.5 else None
     events = list(
         decode_together(
@@ -169,7 +184,39 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
     ran = starting + joined
     assert {r for r, event in events if event is None} == set(range(len(ran)))
     if waiting:  # a loop whose cache cannot take rows (shared prompts) admits none
-        list(decode_together(model, waiting, capture=loop_capture, prefix_cache=cache))
-        ran += waiting
-    for index, (got, want) in enumerate(zip(ran, alone, strict=True)):
-        assert_same(got.traces, want, f"seed {seed}, request {index}")
+        later = decode_together(
+            model, waiting, capture=loop_capture, admit=lambda rows: [], between=between
+        )
+        list(later)
+    for index, (got, want) in enumerate(zip(decoders, alone, strict=True)):
+        label = f"seed {seed}, request {index}"
+        if index == failing and fired["n"] >= fired["at"]:
+            assert isinstance(got.error, RuntimeError) and str(got.error) == _FAILURE, label
+        elif index == stopping and got.stop_requested:
+            for part, whole, kept in zip(got.traces, want, cut, strict=True):
+                tokens = part.token_ids.tolist()
+                assert whole.token_ids.tolist()[: len(tokens)] == tokens, label
+                if kept is not None:  # a sample still choosing tokens ends there
+                    assert len(tokens) == kept and part.finish_reason == "stop", label
+        else:
+            assert got.error is None, label
+            assert_same(got.traces, want, label)
+
+
+_FAILURE = "a request failing at one of its steps"
+
+
+def _fail_at_call(request: TraceDecoder, calls: dict[str, int]) -> None:
+    """Make ``request`` fail the ``calls["at"]``-th time the loop asks it to choose tokens.
+
+    ``calls["n"]`` counts the times it was asked.
+    """
+    choose = request._choose_tokens
+
+    def failing(*args: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == calls["at"]:
+            raise RuntimeError(_FAILURE)
+        return choose(*args)  # type: ignore[arg-type]
+
+    request._choose_tokens = failing  # type: ignore[method-assign]
