@@ -5,9 +5,10 @@ Gemma's scaled embeddings, GPT-2), each seed draws requests (prompts, budgets, s
 strings, samples, captures), a loop capture covering them, a prefix cache or none, room
 for joins or none, and a schedule: which requests start the loop and which join at which
 step boundary, which caller stops reading at which boundary, which request fails at which
-of its steps, and when another forward pass of the model runs between steps. Deferred
-attention rows are flushed at joins and leaves, so the schedules cross those points in
-many orders; the reference runs compute each step's row in its own pass.
+of its steps, and when another forward pass of the model (a plain one, or the reference
+mode's attention pass) runs between steps. Deferred attention rows are flushed at joins
+and leaves, so the schedules cross those points in many orders; the reference runs
+compute each step's row in its own pass.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ TEXT = (
     " Question : who wrote the river song ? Answer :"
 )
 WORDS = tuple(TEXT.split(" "))
+REFERENCE_TEXT = "Carl Lind directed Blue Harbour"
 STOPS = (" the", "\n", ",", " in")
 SITES: tuple[HiddenPosition, ...] = ("last", "eos", "eos_replacing_last")
 
@@ -165,10 +167,15 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
             decoders[stopping].stop_requested = True  # seen before the step's tokens
             samples = decoders[stopping].samples
             cut.extend(len(s.ids) if s.active else None for s in samples)
-        if rng.random() < 0.2:  # another use of the model between two steps
+        use = rng.random()  # another use of the model between two steps
+        if use < 0.1:  # a reference-mode pass routes the captured layer in its turn
+            got = chat.forward_attention(REFERENCE_TEXT).weights
+            np.testing.assert_allclose(got, reference, atol=1e-6, err_msg="between steps")
+        elif use < 0.2:
             ids = torch.tensor([chat.encode(rng.choice(WORDS))], device=model.device)
             model(input_ids=ids)
 
+    reference = chat.forward_attention(REFERENCE_TEXT).weights
     cache = PrefixCache(2**24, min_tokens=2) if rng.random() < 0.5 else None
     events = list(
         decode_together(
