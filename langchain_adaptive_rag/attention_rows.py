@@ -214,8 +214,11 @@ def capture_attention_forward(
     sink.calls += 1
     sliding = kwargs.get("sliding_window")
     if sink.pending is not None:
-        if isinstance(sliding, int) and sliding > 0:  # the latest mask hides old keys
-            msg = "Attention rows of a sliding-window layer cannot be deferred."
+        if isinstance(sliding, int) and 0 < sliding < key.shape[-2]:  # old keys hidden
+            msg = (
+                f"Attention rows of a sliding-window layer cannot be deferred past its window"
+                f" ({key.shape[-2]} keys, window {sliding})."
+            )
             raise AdaptiveRAGError(msg)
         softcap = kwargs.get("softcap")
         sink.pending.add(query, key, attention_mask, kwargs.get("scaling"), softcap)

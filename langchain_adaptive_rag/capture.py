@@ -258,8 +258,8 @@ class CaptureHooks:
         Only on a routed layer (an eager layer computes its weights anyway), and only for
         a cache that appends: the caller promises each pass appends one key column to
         every row and nothing else changes the keys until :meth:`take_rows` (a
-        :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`, which never holds a
-        sliding-window layer).
+        :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`, which holds a sliding-window
+        layer only while no window hides a key: a pass past it fails).
 
         Args:
             enabled: Whether the caller's cache allows it.

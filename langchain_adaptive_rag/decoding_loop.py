@@ -23,6 +23,7 @@ from langchain_adaptive_rag.kv_cache import (
     is_roomy,
     join_rows,
     plain_model_cache,
+    roomy_limit,
 )
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
 from langchain_adaptive_rag.sampling import Distribution, Drawn, not_a_distribution
@@ -47,7 +48,7 @@ def decode_together(
     decoders: Sequence[TraceDecoder],
     *,
     capture: CaptureOptions | None = None,
-    admit: Callable[[int], Sequence[TraceDecoder]] | None = None,
+    admit: Callable[[int, int | None], Sequence[TraceDecoder]] | None = None,
     between: Callable[[], None] | None = None,
     prefix_cache: PrefixCache | None = None,
     max_rows: int = 0,
@@ -71,8 +72,12 @@ def decode_together(
         capture: The signals the loop's hooks read; it must cover every request's
             (:func:`~langchain_adaptive_rag.generation.capture_covers`). Default: the
             first request's.
-        admit: Called at each step boundary with the number of sequences decoding; returns
-            new requests to join (same capture), numbered after the earlier ones.
+        admit: Called at each step boundary with the number of sequences decoding and the
+            most positions a joining request may fill (its ``longest``; ``None``: any);
+            returns new requests to join (same capture), numbered after the earlier ones.
+            It is called only while the loop holds its own cache: on a model with
+            sliding-window layers, while every request fits in the smallest window
+            (:func:`~langchain_adaptive_rag.kv_cache.roomy_limit`).
         between: Called at each step boundary with this loop's hooks paused, so other
             uses of the model (a reference-mode forward pass) can run between steps.
         prefix_cache: Where prefills find stored prompt prefixes and leave their prompts
@@ -90,7 +95,8 @@ def decode_together(
         ``(request index, None)`` once a request is done (its ``traces`` are set then).
 
     Raises:
-        AdaptiveRAGError: A request asks for a signal the loop's hooks do not read.
+        AdaptiveRAGError: A request asks for a signal the loop's hooks do not read, or
+            ``admit`` returned a request longer than it was told.
     """
     capture = capture or decoders[0].capture
     if not all(capture_covers(capture, d.capture) for d in decoders):
@@ -140,7 +146,7 @@ class _BatchLoop:
         model: PreTrainedModel,
         decoders: list[TraceDecoder],
         hooks: CaptureHooks,
-        admit: Callable[[int], Sequence[TraceDecoder]] | None,
+        admit: Callable[[int, int | None], Sequence[TraceDecoder]] | None,
         between: Callable[[], None] | None = None,
         prefix_cache: PrefixCache | None = None,
         max_rows: int = 0,
@@ -170,6 +176,8 @@ class _BatchLoop:
         """Whether the shared prompts' layout matches the rows."""
         self._deferred: list[list[int]] = []
         """Each step whose attention rows the hooks deferred: the rows' fed positions."""
+        self.limit = roomy_limit(model)
+        """The most positions a row may fill in the loop's own cache (``None``: any)."""
 
     def _prefill(self, first: int) -> None:
         """Prefill requests ``first..`` and append their rows.
@@ -181,14 +189,19 @@ class _BatchLoop:
         whose rows cannot be joined they all go in one.
         """
         requests = list(range(first, len(self.decoders)))
-        matches = [self._match(self.decoders[r].prompt_ids) for r in requests]
+        roomy = self._joinable() if self.cache is not None else self._fits(self.decoders)
+        none: tuple[int, StoredPrefix | None] = (0, None)  # a model's own cache starts empty
+        matches = [self._match(self.decoders[r].prompt_ids) if roomy else none for r in requests]
         lengths = [len(self.decoders[r].prompt_ids) for r in requests]
         needs = [n - m for n, (m, _) in zip(lengths, matches, strict=True)]
-        plain = self._joinable() if self.cache is not None else plain_model_cache(self.model)
-        groups = prefill_groups(needs) if plain else [list(range(len(requests)))]
+        groups = prefill_groups(needs) if roomy else [list(range(len(requests)))]
         for group in groups:
             chosen = [requests[i] for i in group]
-            self._prefill_group(chosen, [matches[i] for i in group], roomy=plain)
+            self._prefill_group(chosen, [matches[i] for i in group], roomy=roomy)
+
+    def _fits(self, decoders: Sequence[TraceDecoder]) -> bool:
+        """Whether the loop's own cache gives ``decoders`` what the model's would."""
+        return self.limit is None or all(d.longest <= self.limit for d in decoders)
 
     def _prefill_group(
         self, requests: list[int], matches: list[tuple[int, StoredPrefix | None]], *, roomy: bool
@@ -337,7 +350,15 @@ class _BatchLoop:
                 finally:
                     self.hooks.pause(False)
             if self.admit is not None and self._joinable():
-                joining = self.admit(len(self.rows))
+                joining = self.admit(len(self.rows), self.limit)
+                if not self._fits(joining):
+                    longest = max(d.longest for d in joining)
+                    msg = (
+                        f"admit returned a request that may fill {longest} positions; the"
+                        f" loop allows {self.limit} (its model's smallest sliding window)."
+                        " Fix: admit only requests whose longest is within the limit given."
+                    )
+                    raise AdaptiveRAGError(msg)
                 if joining:
                     self._store_deferred_rows()  # before the joining rows change the cache
                     first = len(self.decoders)

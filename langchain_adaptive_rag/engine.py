@@ -404,10 +404,18 @@ class DecodeEngine:
 
     def _run(self, batch: list[_Ticket], capture: CaptureOptions) -> None:
 
-        def admit(rows: int) -> list[TraceDecoder]:
-            """Queued requests the loop's hooks serve that fit, joining at a step boundary."""
+        def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+            """Queued requests the loop's hooks serve that fit, joining at a step boundary.
+
+            ``longest``: the most positions a joining request may fill (the model's
+            smallest sliding window; ``None``: any).
+            """
             with self._condition:
-                if not all(capture_covers(capture, t.decoder.capture) for t in self._pending):
+                if not all(
+                    capture_covers(capture, t.decoder.capture)
+                    and (longest is None or t.decoder.longest <= longest)
+                    for t in self._pending
+                ):
                     return []  # others wait for another loop: drain this one first
                 joining: list[_Ticket] = []
                 rest: list[_Ticket] = []

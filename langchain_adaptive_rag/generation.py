@@ -318,8 +318,9 @@ class TraceDecoder:
         self.decoding = decoding or DecodingOptions()
         self.capture = capture or CaptureOptions()
         limit = context_length(model)
-        needed = len(self.prompt_ids) + self.decoding.max_new_tokens + 1
-        if limit is not None and needed > limit:
+        self.longest = len(self.prompt_ids) + self.decoding.max_new_tokens + 1
+        """The most positions a sample can fill: the prompt, its tokens and one fed after."""
+        if limit is not None and self.longest > limit:
             raise PromptTooLongError(len(self.prompt_ids), self.decoding.max_new_tokens, limit)
         self.eos_ids = _eos_ids(model, tokenizer)
         self._decode_text = text_decoder(tokenizer)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -33,6 +33,7 @@ __all__ = [
     "is_roomy",
     "join_rows",
     "plain_model_cache",
+    "roomy_limit",
 ]
 
 ROOM = 64
@@ -384,8 +385,29 @@ def is_roomy(cache: Any) -> bool:
 def plain_model_cache(model: PreTrainedModel) -> bool:
     """Whether the cache ``model`` builds for itself has only plain growing layers.
 
-    A model whose config calls for sliding-window or mixed layers builds its own cache;
-    any other can be given a :class:`RoomyCache`.
+    Such a model can be given a :class:`RoomyCache` for sequences of any length; one
+    whose config calls for sliding-window layers only within :func:`roomy_limit`.
     """
-    layers = DynamicCache(config=model.config).layers
-    return all(type(layer) is DynamicLayer for layer in layers)
+    return roomy_limit(model) is None
+
+
+def roomy_limit(model: PreTrainedModel) -> int | None:
+    """The most positions a sequence may hold in a :class:`RoomyCache` of ``model``.
+
+    A :class:`RoomyCache` keeps every column, so it gives what the model's own cache
+    gives as long as no layer of that cache would drop one: always for plain growing
+    layers; for sliding-window layers (Mistral's ``sliding_window``, the local layers of
+    Gemma 2) while a sequence holds at most the smallest window, since a window of ``w``
+    positions hides nothing from a query with ``w`` or fewer keys, in the cache or in the
+    model's mask. Other kinds of layers (chunked, quantized) never.
+
+    Returns:
+        ``None``: any number (plain layers only); else the smallest window, or 0.
+    """
+    windows: list[int] = []
+    for layer in DynamicCache(config=model.config).layers:
+        if type(layer) is DynamicSlidingWindowLayer:
+            windows.append(int(layer.sliding_window))
+        elif type(layer) is not DynamicLayer:
+            return 0
+    return min(windows) if windows else None

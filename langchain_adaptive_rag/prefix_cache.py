@@ -12,9 +12,10 @@ A token's keys and values depend only on the tokens up to it, so a reused prefix
 the cache a full prefill would (to float rounding: the prefix was computed in another
 batch shape). Rotary models store keys at each token's own position from 0 and a prompt
 always starts at position 0, so a stored prefix serves any row of a left-padded batch.
-Only the decoding loop's own caches (growing layers that hold every token) are stored:
-a sliding-window or hybrid cache keeps no full prefix to reuse, and such models always
-prefill in full.
+Only the decoding loop's own caches (growing layers that hold every token) are stored
+and served: a model with sliding-window layers gets one only while every request of the
+loop fits in its window (:func:`~langchain_adaptive_rag.kv_cache.roomy_limit`); a loop
+past it runs on the model's own cache and prefills in full.
 """
 
 from __future__ import annotations

@@ -147,15 +147,19 @@ def test_deferred_steps_give_the_rows_each_step_computes(
     assert not pending.queries and pending.key is None and not list(pending.weights())
 
 
-def test_a_sliding_window_layer_refuses_to_defer_its_rows() -> None:
-    """The latest step's mask hides keys an earlier step saw: deferring would be wrong."""
+def test_a_sliding_window_layer_refuses_to_defer_its_rows_past_its_window() -> None:
+    """Past the window the latest step's mask hides keys an earlier step saw."""
     module = nn.Module()
     sink = attention_rows_module.RowSink(original="sdpa", pending=PendingRows())
     module._adaptive_rag_sink = sink  # type: ignore[assignment]
     query, key = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 6, 4)
     attention_rows_module.capture_attention_forward(module, query, key, key, None, scaling=0.5)
     assert len(sink.pending.queries) == 1  # no window: kept for later
-    with pytest.raises(AdaptiveRAGError, match="sliding-window"):
+    attention_rows_module.capture_attention_forward(  # a window no key is past yet
+        module, query, key, key, None, scaling=0.5, sliding_window=6
+    )
+    assert len(sink.pending.queries) == 2
+    with pytest.raises(AdaptiveRAGError, match=r"past its window \(6 keys, window 4\)"):
         attention_rows_module.capture_attention_forward(
             module, query, key, key, None, scaling=0.5, sliding_window=4
         )

@@ -447,7 +447,7 @@ def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> Non
     late = [decoder(PROMPTS[2], 6), decoder(PROMPTS[3], 9)]  # shorter and longer prompts
     steps = {"n": 0}
 
-    def admit(rows: int) -> list[TraceDecoder]:
+    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
         steps["n"] += 1
         return late if steps["n"] == 5 else []  # join at the fifth step boundary
 
@@ -600,3 +600,93 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
     assert len(steps) >= 5 and made.count("_step") == len(steps)
     for d, want in zip(together, alone, strict=True):
         assert_same(d.traces, want.traces)
+
+
+def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window(
+    tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the window the loop's own cache gives what the model's cache gives."""
+    chat = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
+    model, tokenizer = chat.hf_model, chat.hf_tokenizer
+    capture = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
+
+    def decoder(prompt: str, budget: int) -> TraceDecoder:
+        options = DecodingOptions(max_new_tokens=budget, min_new_tokens=budget)
+        return TraceDecoder(
+            model, tokenizer, chat.encode(prompt), decoding=options, capture=capture
+        )
+
+    plan = [("Anna Berg", 9), ("Carl", 5), ("Maria Holm was", 6)]
+    with monkeypatch.context() as own:  # the model's own sliding-window cache
+        own.setattr(decoding_loop, "roomy_limit", lambda model: 0)
+        alone = [decoder(p, n).run() for p, n in plan]
+    running, late = decoder(*plan[0]), [decoder(*plan[1]), decoder(*plan[2])]
+    assert max(d.longest for d in (running, *late)) <= 16  # the tiny Mistral's window
+    told: list[int | None] = []
+
+    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+        told.append(longest)
+        return late if len(told) == 3 else []
+
+    list(decode_together(model, [running], admit=admit))
+    assert told[0] == 16 and len(told) > 3  # joined at the third step boundary
+    for got, want in zip([running, *late], alone, strict=True):
+        assert_same(got.traces, want)
+        for a, b in zip(got.traces, want, strict=True):
+            np.testing.assert_allclose(a.attention_head_max, b.attention_head_max, atol=ATOL)
+
+    too_long = decoder(PROMPTS[1], 4)  # past the window: the loop must not take it
+    assert too_long.longest > 16
+    with pytest.raises(AdaptiveRAGError, match=r"may fill \d+ positions; the loop allows 16"):
+        list(decode_together(model, [decoder(*plan[1])], admit=lambda rows, longest: [too_long]))
+    past = [decoder(PROMPTS[1], 4), decoder(*plan[1])]  # one request past the window
+    list(decode_together(model, past, admit=lambda rows, longest: pytest.fail("joined")))
+    with monkeypatch.context() as own:
+        own.setattr(decoding_loop, "roomy_limit", lambda model: 0)
+        for got, prompt in zip(past, (PROMPTS[1], plan[1][0]), strict=True):
+            assert_same(got.traces, decoder(prompt, got.decoding.max_new_tokens).run())
+
+
+@pytest.mark.parametrize("past_window", [False, True])
+def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
+    tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, past_window: bool
+) -> None:
+    """Queued calls join while they fit the window; one past it makes the loop drain."""
+    chat = ChatTransformers(
+        model=str(tiny_model_dirs["mistral"]), batch_concurrent_calls=True, max_new_tokens=4
+    )
+
+    def call(text: str) -> list[int]:  # plain text: a few tokens, within the window
+        return chat.generate_trace(text)[0].token_ids.tolist()
+
+    queued = ["Carl", PROMPTS[1] if past_window else "Maria"]
+    alone = [call(p) for p in ["Anna", *queued]]
+    engine = chat.engine
+    assert engine is not None
+    real = engine_module.decode_together
+    answers: list[list[int]] = []
+
+    def first_loop_waits(model: Any, decoders: Any, *, admit: Any, **options: Any) -> Any:
+        if answers:  # later loops run as they are
+            return real(model, decoders, admit=admit, **options)
+        deadline = time.monotonic() + 30
+        while len(engine._pending) < len(queued):  # the queued calls arrive meanwhile
+            assert time.monotonic() < deadline, "the calls never queued"
+            time.sleep(0.001)
+        joining = admit(1, 16)
+        answers.append([d.longest for d in joining])
+        once = iter([joining])
+        return real(model, decoders, admit=lambda rows, longest: next(once, []), **options)
+
+    monkeypatch.setattr(engine_module, "decode_together", first_loop_waits)
+    engine.joined = 0
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(call, "Anna")
+        deadline = time.monotonic() + 30
+        while not engine._looping:  # the first call's loop has started
+            assert time.monotonic() < deadline, "the first call never started a loop"
+            time.sleep(0.001)
+        later = [pool.submit(call, p) for p in queued]
+        got = [first.result()] + [f.result() for f in later]
+    assert got == alone
+    assert engine.joined == (0 if past_window else 2) and len(answers[0]) == engine.joined

@@ -146,3 +146,34 @@ def test_concurrent_calls_reuse_prefixes_and_get_what_a_call_alone_gets(
     assert cache is not None and cache.stats.hits >= 3  # every prompt but "Maria Holm"
     assert chat.engine is not None
     chat.engine.close()
+
+
+def test_a_windowed_model_reuses_prefixes_only_within_its_window(
+    tiny_model_dirs: dict[str, Path],
+) -> None:
+    """Prompts that fit the tiny Mistral's 16-position window are stored and reused; a
+    loop past the window runs on the model's own cache and takes no stored prefix."""
+    path = tiny_model_dirs["mistral"]
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+
+    def decoder(prompt: str, budget: int) -> TraceDecoder:
+        ids = tokenizer(prompt)["input_ids"]
+        return TraceDecoder(model, tokenizer, ids, decoding=DecodingOptions(max_new_tokens=budget))
+
+    short = "Carl Lind was born in Oslo"
+    full = [decoder(short, 4), decoder(short + " in", 3), decoder(short, 12)]
+    for d in full:
+        _decode(model, [d], None)
+    cache = PrefixCache(2**26, min_tokens=2)
+    stored = [decoder(short, 4), decoder(short + " in", 3)]
+    for d in stored:  # the second finds the first's prompt
+        _decode(model, [d], cache)
+    held = len(cache)
+    assert held > 0 and cache.stats.hits == 1
+    past = decoder(short, 12)  # the same prompt, a budget past the window
+    assert past.longest > 16 >= max(d.longest for d in stored)
+    _decode(model, [past], cache)
+    assert cache.stats.hits == 1 and len(cache) == held  # neither taken nor stored
+    for got, want in zip([*stored, past], full, strict=True):
+        assert_same(got.traces, want.traces)

@@ -99,7 +99,7 @@ def test_calls_joining_a_loop_that_reads_shared_prompts_decode_as_alone(llama_di
     running, *late = decoders(chat, capture)  # sampling call first, then three more
     steps = {"n": 0}
 
-    def admit(rows: int) -> list[TraceDecoder]:
+    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
         steps["n"] += 1
         if steps["n"] == 3:
             return late[:1]  # a single-sample call joins the shared prompt's rows

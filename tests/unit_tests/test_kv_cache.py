@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, MistralConfig
+from transformers import Gemma2Config, LlamaConfig, MistralConfig
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from langchain_adaptive_rag import kv_cache
@@ -16,6 +16,7 @@ from langchain_adaptive_rag.kv_cache import (
     buffer_width,
     is_roomy,
     plain_model_cache,
+    roomy_limit,
 )
 from tests.host_reads import DispatchedOperators
 
@@ -145,6 +146,9 @@ def test_a_roomy_cache_and_the_plain_layer_checks() -> None:
     llama = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))
     mistral = SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=16))
     assert plain_model_cache(llama) and not plain_model_cache(mistral)  # type: ignore[arg-type]
+    assert roomy_limit(llama) is None and roomy_limit(mistral) == 16  # type: ignore[arg-type]
+    gemma2 = SimpleNamespace(config=Gemma2Config(num_hidden_layers=4, sliding_window=512))
+    assert roomy_limit(gemma2) == 512  # type: ignore[arg-type]  # the local layers' window
 
 
 def padded(rows: torch.Tensor, length: int) -> torch.Tensor:
