@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, PreTrainedTokenizerFast
 
 from langchain_adaptive_rag.testing import train_tokenizer
 
@@ -36,18 +36,23 @@ positions), and ``host32``, 32 layers 64 wide (one head). The vocabulary is the 
 tokenizer's (under 2,000 tokens), so the 7B/8B shapes hold about 6.5/7.0B parameters."""
 
 
-def _config(size: str, vocab_size: int) -> LlamaConfig:
+def _config(size: str, vocab_size: int, sliding_window: int | None = None) -> LlamaConfig:
+    """A Llama of ``size``; with ``sliding_window``, a Mistral of the same shape."""
     shape: dict[str, Any] = dict(SIZES[size])
     head_dim = 128 if shape["hidden_size"] >= 4096 else 64
     heads = shape["hidden_size"] // head_dim
     shape.setdefault("num_key_value_heads", heads)
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        num_attention_heads=heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
+    common: dict[str, Any] = {
+        "vocab_size": vocab_size,
+        "num_attention_heads": heads,
+        "tie_word_embeddings": False,
         **shape,
-    )
+    }
+    if sliding_window is not None:
+        return MistralConfig(
+            max_position_embeddings=4 * sliding_window, sliding_window=sliding_window, **common
+        )
+    return LlamaConfig(max_position_embeddings=4096, **common)
 
 
 def save_random_llama(directory: Path, size: str) -> None:
@@ -60,16 +65,23 @@ def save_random_llama(directory: Path, size: str) -> None:
 
 
 def build_random_llama(
-    size: str, device: str, dtype: torch.dtype, attn_implementation: str = "sdpa"
+    size: str,
+    device: str,
+    dtype: torch.dtype,
+    attn_implementation: str = "sdpa",
+    sliding_window: int | None = None,
 ) -> tuple[Any, PreTrainedTokenizerFast]:
     """A seeded random Llama of ``size`` built on ``device`` in ``dtype``, and its tokenizer.
 
-    The same arguments give the same weights, whatever ``attn_implementation``.
+    The same arguments give the same weights, whatever ``attn_implementation``. With
+    ``sliding_window``: a Mistral of the same shape with that window (Mistral-7B-v0.1:
+    4,096), whose cache keeps only the window.
     """
     tokenizer = train_tokenizer()
     torch.manual_seed(0)
+    config = _config(size, len(tokenizer), sliding_window)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(
-            _config(size, len(tokenizer)), dtype=dtype, attn_implementation=attn_implementation
+            config, dtype=dtype, attn_implementation=attn_implementation
         )
     return model.eval(), tokenizer

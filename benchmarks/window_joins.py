@@ -1,0 +1,88 @@
+"""Sliding-window models at concurrency: the loop's own cache within the window.
+
+A model with sliding-window layers (Mistral-7B-v0.1: a 4,096-position window) used to
+decode every loop on the cache the model builds for itself, which keeps only the window:
+calls that arrived while a loop ran waited for the next one, and no prompt prefix was
+stored. While every request fits in the window, the loop now holds its own cache, which
+gives the same results (a window hides nothing from that many keys): calls join running
+loops, the few-shot exemplars come from the prefix cache and attention rows are deferred.
+
+Each method answers the same toy questions through the evaluation runner with DRAGIN's
+2WikiMultihopQA prompts (about 1,100 tokens) on a randomly initialised Mistral-shaped
+model with a 4,096-position window (its answers are noise, the workload is real), at
+concurrency 1 and ``--concurrency``, twice: on the model's own cache (``roomy_limit``
+held at 0, what the previous release did) and within the window (this release). Printed
+per method and concurrency: questions per second both ways, their ratio, and whether
+the answers and retrievals agree question by question.
+
+``python benchmarks/window_joins.py [--size 8m] [--questions 16] [--methods
+fix_length,dragin] [--concurrency 8] [--device cpu] [--dtype float32]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import torch
+from random_llama import SIZES, build_random_llama
+from real_scale_concurrency import answer
+
+from langchain_adaptive_rag import decoding_loop, kv_cache
+from langchain_adaptive_rag.graphs import display_name
+from langchain_adaptive_rag.toyworld import toy_corpus, toy_questions
+from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
+
+WINDOW = 4096
+"""Mistral-7B-v0.1's ``sliding_window``."""
+
+
+def _no_room(model: object) -> int:
+    """Every loop on the model's own cache (the previous release)."""
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="8m")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--questions", type=int, default=16)
+    parser.add_argument("--methods", default="fix_length,dragin")
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
+    model, tokenizer = build_random_llama(args.size, args.device, dtype, sliding_window=WINDOW)
+    assert kv_cache.roomy_limit(model) == WINDOW
+    dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
+    data = (dev, test[: args.questions])
+    print(
+        f"random {args.size} Mistral (window {WINDOW}, {model.num_parameters() / 1e6:.0f}M,"
+        f" {args.dtype}) on {model.device}, 2WikiMultihopQA few-shot prompts,"
+        f" {args.questions} toy questions\n"
+    )
+    print("| method | concurrency | q/s, model's cache | q/s, own cache in window | ratio | same |")
+    print("|---|---:|---:|---:|---:|---|")
+    original = decoding_loop.roomy_limit
+    with tempfile.TemporaryDirectory() as tmp:
+        for method in args.methods.split(","):
+            for n in (1, args.concurrency):
+                rates, answers = [], []
+                for before in (True, False):
+                    decoding_loop.roomy_limit = _no_room if before else original  # type: ignore[assignment]
+                    out = Path(tmp) / f"{method}-{n}-{'before' if before else 'now'}"
+                    rate, got = answer(model, tokenizer, method, n, data, out)
+                    rates.append(rate)
+                    answers.append(got)
+                decoding_loop.roomy_limit = original  # type: ignore[assignment]
+                same = "yes" if answers[0] == answers[1] else "no"
+                print(
+                    f"| {display_name(method)} | {n} | {rates[0]:.2f} | {rates[1]:.2f} |"
+                    f" **{rates[1] / rates[0]:.2f}x** | {same} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
