@@ -61,3 +61,6 @@ step real_scale_concurrency 150 benchmarks/real_scale_concurrency.py \
     --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods fix_length
 step real_scale_seakr 240 benchmarks/real_scale_concurrency.py \
     --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods seakr --cudnn off
+# Sliding-window models: the loop's own cache within the window against the model's own.
+step window_joins 150 benchmarks/window_joins.py \
+    --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods fix_length

@@ -55,6 +55,8 @@ def main() -> None:
     dtype = getattr(torch, args.dtype)
     model, tokenizer = build_random_llama(args.size, args.device, dtype, sliding_window=WINDOW)
     assert kv_cache.roomy_limit(model) == WINDOW
+    if model.device.type == "cuda":  # as `adaptive-rag eval --device cuda` runs
+        torch.backends.cuda.enable_cudnn_sdp(False)
     dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
     data = (dev, test[: args.questions])
     print(
