@@ -199,6 +199,21 @@ class _BatchLoop:
             chosen = [requests[i] for i in group]
             self._prefill_group(chosen, [matches[i] for i in group], roomy=roomy)
 
+    def _admitted(
+        self, admit: Callable[[int, int | None], Sequence[TraceDecoder]]
+    ) -> Sequence[TraceDecoder]:
+        """The requests ``admit`` lets join at this step boundary, checked to fit."""
+        joining = admit(len(self.rows), self.limit)
+        if not self._fits(joining):
+            longest = max(d.longest for d in joining)
+            msg = (
+                f"admit returned a request that may fill {longest} positions; the loop"
+                f" allows {self.limit} (its model's smallest sliding window). Fix: admit"
+                " only requests whose longest is within the limit given."
+            )
+            raise AdaptiveRAGError(msg)
+        return joining
+
     def _fits(self, decoders: Sequence[TraceDecoder]) -> bool:
         """Whether the loop's own cache gives ``decoders`` what the model's would."""
         return self.limit is None or all(d.longest <= self.limit for d in decoders)
@@ -350,15 +365,7 @@ class _BatchLoop:
                 finally:
                     self.hooks.pause(False)
             if self.admit is not None and self._joinable():
-                joining = self.admit(len(self.rows), self.limit)
-                if not self._fits(joining):
-                    longest = max(d.longest for d in joining)
-                    msg = (
-                        f"admit returned a request that may fill {longest} positions; the"
-                        f" loop allows {self.limit} (its model's smallest sliding window)."
-                        " Fix: admit only requests whose longest is within the limit given."
-                    )
-                    raise AdaptiveRAGError(msg)
+                joining = self._admitted(self.admit)
                 if joining:
                     self._store_deferred_rows()  # before the joining rows change the cache
                     first = len(self.decoders)
