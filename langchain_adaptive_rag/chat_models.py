@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
 import numbers
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -290,6 +293,7 @@ class ChatTransformers(BaseChatModel):
     _engine: DecodeEngine | None = PrivateAttr(default=None)
     _prefix_cache: PrefixCache | None = PrivateAttr(default=None)
     _engine_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _callers: ThreadPoolExecutor | None = PrivateAttr(default=None)
     _kernels_checked: bool = PrivateAttr(default=False)
 
     @field_validator("model", mode="before")
@@ -447,6 +451,28 @@ class ChatTransformers(BaseChatModel):
             return self._get_engine().exclusive(run)
         with self._lock:
             return run()
+
+    def _caller_threads(self) -> ThreadPoolExecutor | None:
+        """The threads async calls wait in while batching (``None``: asyncio's default).
+
+        An async call waits for its tokens in a thread. asyncio's default executor has
+        ``cpu_count + 4`` threads, which would bound how many async calls decode together
+        (6 on two cores); these are up to ``max_batch_rows``, the most a batch takes.
+        """
+        if not self.batching:
+            return None  # one call at a time: the default executor serves
+        with self._engine_lock:
+            if self._callers is None:
+                self._callers = ThreadPoolExecutor(
+                    max_workers=self.max_batch_rows, thread_name_prefix="adaptive-rag-call"
+                )
+            return self._callers
+
+    async def _in_caller_thread(self, call: Callable[[], T]) -> T:
+        """Run ``call`` in a caller thread with this context (callbacks, run config)."""
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._caller_threads(), context.run, call)
 
     def _get_engine(self) -> DecodeEngine:
         with self._engine_lock:  # not the model's lock: a running loop holds that one
@@ -707,6 +733,19 @@ class ChatTransformers(BaseChatModel):
             generation_info={"finish_reason": trace.finish_reason},
         )
 
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # LangChain's default runs _generate in asyncio's default executor; the caller
+        # threads let as many async calls wait for the engine as a batch can take.
+        sync_manager = run_manager.get_sync() if run_manager is not None else None
+        call = functools.partial(self._generate, messages, stop, sync_manager, **kwargs)
+        return await self._in_caller_thread(call)
+
     async def _astream(
         self,
         messages: list[BaseMessage],
@@ -731,7 +770,7 @@ class ChatTransformers(BaseChatModel):
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        worker = loop.run_in_executor(None, produce)
+        worker = loop.run_in_executor(self._caller_threads(), produce)
         try:
             while (item := await queue.get()) is not None:
                 if isinstance(item, BaseException):
@@ -844,8 +883,8 @@ class ChatTransformers(BaseChatModel):
         n: int = 1,
         include_greedy: bool = False,
     ) -> list[GenerationTrace]:
-        """Async :meth:`generate_trace`: the same arguments, run in a worker thread."""
-        return await asyncio.to_thread(
+        """Async :meth:`generate_trace`: the same arguments, run in a caller thread."""
+        call = functools.partial(
             self.generate_trace,
             prompt,
             decoding=decoding,
@@ -853,6 +892,7 @@ class ChatTransformers(BaseChatModel):
             n=n,
             include_greedy=include_greedy,
         )
+        return await self._in_caller_thread(call)
 
     def forward_attention(self, text: str | Sequence[int], *, layer: int = -1) -> AttentionMatrix:
         """Run one forward pass over ``text`` and return one layer's attention.

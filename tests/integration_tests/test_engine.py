@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from langchain_core.messages import HumanMessage
 
 from langchain_adaptive_rag import ChatTransformers, GenerationTrace, decoding_loop
 from langchain_adaptive_rag import engine as engine_module
@@ -690,3 +691,38 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
         got = [first.result()] + [f.result() for f in later]
     assert got == alone
     assert engine.joined == (0 if past_window else 2) and len(answers[0]) == engine.joined
+
+
+def test_async_calls_wait_in_the_models_own_threads(llama_dir: Path) -> None:
+    """asyncio's default executor (here 2 threads) does not bound how many async calls
+    decode together: ainvoke, astream and agenerate_trace wait in the model's threads."""
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=6, min_new_tokens=6
+    )
+    alone = [chat.invoke(p).content for p in PROMPTS]
+    engine = chat.engine
+    assert engine is not None
+
+    async def streamed(prompt: str) -> str:
+        return "".join([str(chunk.content) async for chunk in chat.astream(prompt)])
+
+    async def traced(prompt: str) -> str:
+        return (await chat.agenerate_trace([HumanMessage(prompt)]))[0].text
+
+    async def everyone() -> list[str]:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+        invoked = [chat.ainvoke(p) for p in PROMPTS[:2]]
+        results = await asyncio.gather(
+            *invoked, *(streamed(p) for p in PROMPTS[2:4]), *(traced(p) for p in PROMPTS[4:])
+        )
+        return [r if isinstance(r, str) else str(r.content) for r in results]
+
+    engine.batch_sizes.clear()
+    with ThreadPoolExecutor(1) as app, engine.lock:  # the model is busy: the calls queue
+        future = app.submit(asyncio.run, everyone())
+        deadline = time.monotonic() + 30
+        while len(engine._pending) < len(PROMPTS):
+            assert time.monotonic() < deadline, f"{len(engine._pending)} calls queued, not 6"
+            time.sleep(0.001)
+    assert future.result() == alone
+    assert engine.batch_sizes == {len(PROMPTS): 1}  # all six in one loop
