@@ -726,3 +726,35 @@ def test_async_calls_wait_in_the_models_own_threads(llama_dir: Path) -> None:
             time.sleep(0.001)
     assert future.result() == alone
     assert engine.batch_sizes == {len(PROMPTS): 1}  # all six in one loop
+
+
+def test_graph_abatch_decodes_as_many_runs_together_as_the_default_executor_serves(
+    llama_dir: Path,
+) -> None:
+    """Graph nodes are sync: LangGraph runs them in the event loop's default executor, so
+    an async app gives it as many threads as runs it wants decoded together."""
+    from langchain_adaptive_rag import FLAREConfig, create_adaptive_rag_graph
+    from langchain_adaptive_rag import create_bm25_retriever as bm25
+
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
+    retriever = bm25(["Blue Harbour is a 1962 film directed by Anna Berg.", "Carl Lind."])
+    config = FLAREConfig(generate_max_length=8)
+    graph = create_adaptive_rag_graph(chat, retriever, "flare", config=config)
+    questions = [{"question": f"Who directed film number {i}?"} for i in range(8)]
+    one_by_one = [graph.invoke(q)["answer"] for q in questions]
+    engine = chat.engine
+    assert engine is not None
+
+    async def together() -> list[dict[str, Any]]:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(len(questions)))
+        return await graph.abatch(questions)  # type: ignore[arg-type]
+
+    engine.batch_sizes.clear()
+    with ThreadPoolExecutor(1) as app, engine.lock:  # the model is busy: the drafts queue
+        future = app.submit(asyncio.run, together())
+        deadline = time.monotonic() + 30
+        while len(engine._pending) < len(questions):
+            assert time.monotonic() < deadline, f"{len(engine._pending)} drafts queued, not 8"
+            time.sleep(0.001)
+    assert [r["answer"] for r in future.result()] == one_by_one
+    assert max(engine.batch_sizes) == len(questions)  # every run's draft in one loop
