@@ -452,12 +452,15 @@ class ChatTransformers(BaseChatModel):
         with self._lock:
             return run()
 
-    def _caller_threads(self) -> ThreadPoolExecutor | None:
-        """The threads async calls wait in while batching (``None``: asyncio's default).
+    @property
+    def async_executor(self) -> ThreadPoolExecutor | None:
+        """The threads async calls and async graph runs wait in (``None``: asyncio's).
 
         An async call waits for its tokens in a thread. asyncio's default executor has
         ``cpu_count + 4`` threads, which would bound how many async calls decode together
-        (6 on two cores); these are up to ``max_batch_rows``, the most a batch takes.
+        (6 on two cores); while batching, these are up to ``max_batch_rows``, the most a
+        batch takes. The graphs built on this model run their nodes here under
+        ``ainvoke``/``abatch``/``astream``.
         """
         if not self.batching:
             return None  # one call at a time: the default executor serves
@@ -472,7 +475,7 @@ class ChatTransformers(BaseChatModel):
         """Run ``call`` in a caller thread with this context (callbacks, run config)."""
         context = contextvars.copy_context()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._caller_threads(), context.run, call)
+        return await loop.run_in_executor(self.async_executor, context.run, call)
 
     def _get_engine(self) -> DecodeEngine:
         with self._engine_lock:  # not the model's lock: a running loop holds that one
@@ -770,7 +773,7 @@ class ChatTransformers(BaseChatModel):
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        worker = loop.run_in_executor(self._caller_threads(), produce)
+        worker = loop.run_in_executor(self.async_executor, produce)
         try:
             while (item := await queue.get()) is not None:
                 if isinstance(item, BaseException):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+from concurrent.futures import Executor
+from typing import Any
+
 from langchain_core.runnables import Runnable
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -86,8 +92,9 @@ def build_adaptive_rag_graph(
         "continue_generation": make_continue_generation_node(policy, ctx),
         "finalize": make_finalize_node(policy, ctx),
     }
+    executor: Executor | None = getattr(model, "async_executor", None)
     for node_name, action in nodes.items():
-        graph.add_node(node_name, action)  # type: ignore[call-overload]
+        graph.add_node(node_name, _node(node_name, action, executor))
     graph.add_edge(START, "draft")
     graph.add_edge("draft", "score_need")
     graph.add_conditional_edges(
@@ -108,3 +115,22 @@ def build_adaptive_rag_graph(
     )
     graph.add_edge("finalize", END)
     return graph.compile(checkpointer=checkpointer, name=name or policy.name)
+
+
+def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, Any]:
+    """``action`` as a graph node whose async runs wait in ``executor``.
+
+    LangGraph runs a sync node of an async run (``ainvoke``, ``abatch``, ``astream``) in
+    the event loop's default executor (``None``), whose ``cpu_count + 4`` threads would
+    bound how many runs decode together; the model's own threads
+    (``ChatTransformers.async_executor``) hold as many as a batch takes. The node is
+    built as LangGraph builds one from a function: untraced, the same sync path.
+    """
+
+    async def in_threads(state: AdaptiveRAGState) -> dict[str, Any]:
+        context = contextvars.copy_context()  # the run's config, callbacks, stream writer
+        return await asyncio.get_running_loop().run_in_executor(
+            executor, context.run, action, state
+        )
+
+    return RunnableCallable(action, in_threads, name=name, trace=False)

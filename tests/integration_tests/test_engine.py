@@ -728,11 +728,11 @@ def test_async_calls_wait_in_the_models_own_threads(llama_dir: Path) -> None:
     assert engine.batch_sizes == {len(PROMPTS): 1}  # all six in one loop
 
 
-def test_graph_abatch_decodes_as_many_runs_together_as_the_default_executor_serves(
+def test_graph_abatch_runs_its_nodes_in_the_models_threads(
     llama_dir: Path,
 ) -> None:
-    """Graph nodes are sync: LangGraph runs them in the event loop's default executor, so
-    an async app gives it as many threads as runs it wants decoded together."""
+    """An async graph run's sync nodes wait in the model's threads, not in the event
+    loop's default executor (here 2 threads): eight runs' drafts decode in one loop."""
     from langchain_adaptive_rag import FLAREConfig, create_adaptive_rag_graph
     from langchain_adaptive_rag import create_bm25_retriever as bm25
 
@@ -746,7 +746,7 @@ def test_graph_abatch_decodes_as_many_runs_together_as_the_default_executor_serv
     assert engine is not None
 
     async def together() -> list[dict[str, Any]]:
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(len(questions)))
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
         return await graph.abatch(questions)  # type: ignore[arg-type]
 
     engine.batch_sizes.clear()
@@ -758,3 +758,39 @@ def test_graph_abatch_decodes_as_many_runs_together_as_the_default_executor_serv
             time.sleep(0.001)
     assert [r["answer"] for r in future.result()] == one_by_one
     assert max(engine.batch_sizes) == len(questions)  # every run's draft in one loop
+
+
+def test_async_graph_streams_in_the_models_threads_give_the_sync_streams(
+    llama_dir: Path,
+) -> None:
+    """Nodes in the model's threads keep the run's context: tokens, decisions, updates."""
+    from langchain_adaptive_rag import FLAREConfig, create_adaptive_rag_graph
+    from langchain_adaptive_rag import create_bm25_retriever as bm25
+
+    chat = ChatTransformers(  # no prefix cache: every run prefills alike, to the bit
+        model=str(llama_dir), batch_concurrent_calls=True, min_new_tokens=4, prefix_cache_mib=0
+    )
+    assert chat.async_executor is not None
+    retriever = bm25(["Blue Harbour is a 1962 film directed by Anna Berg.", "Carl Lind."])
+    config = FLAREConfig(generate_max_length=12)
+    graph = create_adaptive_rag_graph(chat, retriever, "flare", config=config)
+    question = {"question": "Who directed Blue Harbour?"}
+    modes = ["messages", "custom", "updates"]
+
+    def described(mode: str, item: Any) -> object:
+        if mode == "messages":
+            return ("messages", item[0].content, item[1]["langgraph_node"])
+        return (mode, repr(item))
+
+    sync = [described(m, item) for m, item in graph.stream(question, stream_mode=modes)]
+
+    async def streamed() -> tuple[list[object], int]:
+        got = [described(m, item) async for m, item in graph.astream(question, stream_mode=modes)]
+        events = graph.astream_events(question, version="v2")
+        tokens = sum([e["event"] == "on_chat_model_stream" async for e in events])
+        return got, tokens
+
+    got, tokens = asyncio.run(streamed())
+    for mode in modes:  # each mode's items in order (the modes interleave as they arrive)
+        assert [x for x in got if x[0] == mode] == [x for x in sync if x[0] == mode]  # type: ignore[index]
+    assert tokens == sum(1 for item in sync if item[0] == "messages")  # type: ignore[index]
