@@ -8,12 +8,12 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -38,6 +38,7 @@ from tests.host_reads import count_tensors_from_lists
 from tests.trace_options import trace_options
 
 ATOL = 1e-4
+T = TypeVar("T")
 PROMPTS = [
     "Anna Berg was born in",
     "Question: who directed the film Blue Harbour in 1962 and where?\nAnswer:",
@@ -693,6 +694,18 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
     assert engine.joined == (0 if past_window else 2) and len(answers[0]) == engine.joined
 
 
+def queued_while_busy(engine: DecodeEngine, main: Coroutine[Any, Any, T], calls: int) -> T:
+    """Run ``main`` in an app's thread while the model is busy, until ``calls`` calls
+    queue for it (then they start together); ``main``'s result."""
+    with ThreadPoolExecutor(1) as app, engine.lock:
+        future = app.submit(asyncio.run, main)
+        deadline = time.monotonic() + 30
+        while len(engine._pending) < calls:
+            assert time.monotonic() < deadline, f"{len(engine._pending)} calls queued, not {calls}"
+            time.sleep(0.001)
+    return future.result()
+
+
 def test_async_calls_wait_in_the_models_own_threads(llama_dir: Path) -> None:
     """asyncio's default executor (here 2 threads) does not bound how many async calls
     decode together: ainvoke, astream and agenerate_trace wait in the model's threads."""
@@ -718,13 +731,7 @@ def test_async_calls_wait_in_the_models_own_threads(llama_dir: Path) -> None:
         return [r if isinstance(r, str) else str(r.content) for r in results]
 
     engine.batch_sizes.clear()
-    with ThreadPoolExecutor(1) as app, engine.lock:  # the model is busy: the calls queue
-        future = app.submit(asyncio.run, everyone())
-        deadline = time.monotonic() + 30
-        while len(engine._pending) < len(PROMPTS):
-            assert time.monotonic() < deadline, f"{len(engine._pending)} calls queued, not 6"
-            time.sleep(0.001)
-    assert future.result() == alone
+    assert queued_while_busy(engine, everyone(), len(PROMPTS)) == alone
     assert engine.batch_sizes == {len(PROMPTS): 1}  # all six in one loop
 
 
@@ -750,13 +757,8 @@ def test_graph_abatch_runs_its_nodes_in_the_models_threads(
         return await graph.abatch(questions)  # type: ignore[arg-type]
 
     engine.batch_sizes.clear()
-    with ThreadPoolExecutor(1) as app, engine.lock:  # the model is busy: the drafts queue
-        future = app.submit(asyncio.run, together())
-        deadline = time.monotonic() + 30
-        while len(engine._pending) < len(questions):
-            assert time.monotonic() < deadline, f"{len(engine._pending)} drafts queued, not 8"
-            time.sleep(0.001)
-    assert [r["answer"] for r in future.result()] == one_by_one
+    results = queued_while_busy(engine, together(), len(questions))
+    assert [r["answer"] for r in results] == one_by_one
     assert max(engine.batch_sizes) == len(questions)  # every run's draft in one loop
 
 
