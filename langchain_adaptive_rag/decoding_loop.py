@@ -176,6 +176,8 @@ class _BatchLoop:
         """Whether the shared prompts' layout matches the rows."""
         self._deferred: list[list[int]] = []
         """Each step whose attention rows the hooks deferred: the rows' fed positions."""
+        self._roomy = False
+        """Whether ``cache`` is the loop's own (a RoomyCache): rows can join and leave."""
         self.limit = roomy_limit(model)
         """The most positions a row may fill in the loop's own cache (``None``: any)."""
 
@@ -274,6 +276,7 @@ class _BatchLoop:
                 if own_rows != list(range(len(new))):
                     cache.batch_select_indices(torch.tensor(own_rows, device=self.device))
                 self.cache, self.mask, self.padded = cache, own_mask, pads
+                self._roomy = is_roomy(cache)
             else:
                 self.mask = join_rows(
                     self.cache, self.mask, cache, own_mask, own_rows, self.max_rows
@@ -299,6 +302,7 @@ class _BatchLoop:
         """
         if self.cache is None:
             self.cache = RoomyCache()
+            self._roomy = True
             for number, layer in enumerate(like.layers):
                 keys = layer.keys[:1, :, :0].expand(count, -1, -1, -1)
                 values = layer.values[:1, :, :0].expand(count, -1, -1, -1)
@@ -353,7 +357,8 @@ class _BatchLoop:
         self.mask = self.mask[:, lead:]
 
     def _joinable(self) -> bool:
-        return is_roomy(self.cache)
+        """Whether the loop holds its own cache (set once, when the cache is made)."""
+        return self._roomy
 
     def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
         self._prefill(0)
