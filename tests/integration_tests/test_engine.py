@@ -57,18 +57,19 @@ CALLS: list[dict[str, Any]] = [
 ]
 
 
-def assert_same(got: list[GenerationTrace], want: list[GenerationTrace]) -> None:
-    assert len(got) == len(want)
+def assert_same(got: list[GenerationTrace], want: list[GenerationTrace], label: str = "") -> None:
+    """The traces' tokens and text are equal; their signals agree to ATOL."""
+    assert len(got) == len(want), label
     for a, b in zip(got, want, strict=True):
-        assert a.token_ids.tolist() == b.token_ids.tolist()
-        assert a.text == b.text and a.finish_reason == b.finish_reason
-        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL)
-        np.testing.assert_allclose(a.entropies, b.entropies, atol=ATOL)
-        for name in ("attention", "hidden", "top_logprobs"):
+        assert a.token_ids.tolist() == b.token_ids.tolist(), label
+        assert (a.text, a.finish_reason) == (b.text, b.finish_reason), label
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL, err_msg=label)
+        np.testing.assert_allclose(a.entropies, b.entropies, atol=ATOL, err_msg=label)
+        for name in ("attention", "attention_head_max", "hidden", "top_logprobs"):
             x, y = getattr(a, name), getattr(b, name)
-            assert (x is None) == (y is None), name
+            assert (x is None) == (y is None), f"{label}: {name}"
             if x is not None:
-                np.testing.assert_allclose(x, y, atol=ATOL)
+                np.testing.assert_allclose(x, y, atol=ATOL, err_msg=f"{label}: {name}")
 
 
 def run_together(chat: ChatTransformers, calls: list[Callable[[], Any]]) -> list[Any]:
@@ -633,9 +634,7 @@ def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window
     list(decode_together(model, [running], admit=admit))
     assert told[0] == 16 and len(told) > 3  # joined at the third step boundary
     for got, want in zip([running, *late], alone, strict=True):
-        assert_same(got.traces, want)
-        for a, b in zip(got.traces, want, strict=True):
-            np.testing.assert_allclose(a.attention_head_max, b.attention_head_max, atol=ATOL)
+        assert_same(got.traces, want)  # head maxima too
 
     too_long = decoder(PROMPTS[1], 4)  # past the window: the loop must not take it
     assert too_long.longest > 16

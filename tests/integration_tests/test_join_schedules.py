@@ -27,7 +27,6 @@ import torch
 
 from langchain_adaptive_rag import (
     ChatTransformers,
-    GenerationTrace,
     attention_rows,
     decoding_loop,
     kv_cache,
@@ -42,8 +41,8 @@ from langchain_adaptive_rag.generation import (
     capture_covers,
 )
 from langchain_adaptive_rag.prefix_cache import PrefixCache
+from tests.integration_tests.test_engine import assert_same
 
-ATOL = 1e-4
 SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "8"))
 """Schedules drawn per architecture (each about 0.2 s); set it for a wider sweep."""
 TEXT = (
@@ -114,20 +113,6 @@ def decoder(chat: ChatTransformers, request: Request) -> TraceDecoder:
         decoding=request.decoding,
         capture=request.capture,
     )
-
-
-def assert_same(got: list[GenerationTrace], want: list[GenerationTrace], label: str) -> None:
-    assert len(got) == len(want), label
-    for a, b in zip(got, want, strict=True):
-        assert a.token_ids.tolist() == b.token_ids.tolist(), label
-        assert (a.text, a.finish_reason) == (b.text, b.finish_reason), label
-        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL, err_msg=label)
-        np.testing.assert_allclose(a.entropies, b.entropies, atol=ATOL, err_msg=label)
-        for name in ("attention", "attention_head_max", "hidden", "top_logprobs"):
-            x, y = getattr(a, name), getattr(b, name)
-            assert (x is None) == (y is None), f"{label}: {name}"
-            if x is not None:
-                np.testing.assert_allclose(x, y, atol=ATOL, err_msg=f"{label}: {name}")
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2", "mistral", "gemma"])
