@@ -667,9 +667,13 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
     real = engine_module.decode_together
     answers: list[list[int]] = []
 
+    started = threading.Event()  # the first call's loop runs, alone
+
     def first_loop_waits(model: Any, decoders: Any, *, admit: Any, **options: Any) -> Any:
         if answers:  # later loops run as they are
             return real(model, decoders, admit=admit, **options)
+        assert len(decoders) == 1
+        started.set()
         deadline = time.monotonic() + 30
         while len(engine._pending) < len(queued):  # the queued calls arrive meanwhile
             assert time.monotonic() < deadline, "the calls never queued"
@@ -683,10 +687,7 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
     engine.joined = 0
     with ThreadPoolExecutor(3) as pool:
         first = pool.submit(call, "Anna")
-        deadline = time.monotonic() + 30
-        while not engine._looping:  # the first call's loop has started
-            assert time.monotonic() < deadline, "the first call never started a loop"
-            time.sleep(0.001)
+        assert started.wait(timeout=30), "the first call never started a loop"
         later = [pool.submit(call, p) for p in queued]
         got = [first.result()] + [f.result() for f in later]
     assert got == alone
