@@ -64,9 +64,46 @@ def is_transient_retriever_error(error: Exception) -> bool:
         return True
     if isinstance(error, AdaptiveRAGError):
         return False
-    from langgraph._internal._retry import default_retry_on
-
+    try:  # LangGraph's own rule (an internal module of LangGraph 1.x)
+        from langgraph._internal._retry import default_retry_on
+    except ImportError:  # a LangGraph release that moved it: the rule kept here
+        return _retried_by_default(error)
     return bool(default_retry_on(error))
+
+
+_NOT_TRANSIENT = (
+    ValueError,
+    TypeError,
+    ArithmeticError,
+    ImportError,
+    LookupError,
+    NameError,
+    SyntaxError,
+    RuntimeError,
+    ReferenceError,
+    StopIteration,
+    StopAsyncIteration,
+    OSError,
+)
+"""Exception types LangGraph 1.x's default retry rule does not retry (but connection
+errors, which are ``OSError`` too)."""
+
+
+def _retried_by_default(error: Exception) -> bool:
+    """LangGraph 1.x's default retry rule, for a LangGraph without it where it was.
+
+    Connection errors and HTTP 5xx responses (``httpx.HTTPStatusError``,
+    ``requests.HTTPError``) are retried; programming and data errors are not, nor other
+    HTTP statuses (LangGraph 1.x retries a ``requests`` error whose response is 4xx or
+    missing); exception types it does not know are.
+    """
+    if isinstance(error, ConnectionError):
+        return True
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    if type(error).__name__ in ("HTTPStatusError", "HTTPError") and isinstance(status, int):
+        return 500 <= status < 600
+    return not isinstance(error, _NOT_TRANSIENT)
 
 
 def _default_retry() -> RetryPolicy:

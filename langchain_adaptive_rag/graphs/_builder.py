@@ -8,7 +8,6 @@ from concurrent.futures import Executor
 from typing import Any
 
 from langchain_core.runnables import Runnable
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -31,6 +30,11 @@ from langchain_adaptive_rag.routing import route_after_continue, route_after_sco
 from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, AdaptiveRAGState
 
 __all__ = ["AdaptiveRAGGraph", "build_adaptive_rag_graph"]
+
+try:  # how LangGraph builds a node from a function (an internal module of LangGraph 1.x)
+    from langgraph._internal._runnable import RunnableCallable as _NodeRunnable
+except ImportError:  # a LangGraph release that moved it: nodes are plain functions
+    _NodeRunnable = None  # type: ignore[assignment,misc]
 
 AdaptiveRAGGraph = CompiledStateGraph[AdaptiveRAGState, None, AdaptiveRAGInput, AdaptiveRAGOutput]
 """A compiled adaptive-RAG graph: input ``{"question"}``, output ``{"answer", "text",
@@ -94,7 +98,10 @@ def build_adaptive_rag_graph(
     }
     executor: Executor | None = getattr(model, "async_executor", None)
     for node_name, action in nodes.items():
-        graph.add_node(node_name, _node(node_name, action, executor))
+        if _NodeRunnable is None:  # see _node
+            graph.add_node(node_name, action)  # type: ignore[call-overload]
+        else:
+            graph.add_node(node_name, _node(node_name, action, executor))
     graph.add_edge(START, "draft")
     graph.add_edge("draft", "score_need")
     graph.add_conditional_edges(
@@ -124,8 +131,11 @@ def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, A
     the event loop's default executor (``None``), whose ``cpu_count + 4`` threads would
     bound how many runs decode together; the model's own threads
     (``ChatTransformers.async_executor``) hold as many as a batch takes. The node is
-    built as LangGraph builds one from a function: untraced, the same sync path.
+    built as LangGraph builds one from a function: untraced, the same sync path. Under a
+    LangGraph release without that builder where this package looks for it, the graph
+    takes ``action`` itself: the same results, with async runs in the default executor.
     """
+    assert _NodeRunnable is not None  # the graph builder checks
 
     async def in_threads(state: AdaptiveRAGState) -> dict[str, Any]:
         context = contextvars.copy_context()  # the run's config, callbacks, stream writer
@@ -133,4 +143,4 @@ def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, A
             executor, context.run, action, state
         )
 
-    return RunnableCallable(action, in_threads, name=name, trace=False)
+    return _NodeRunnable(action, in_threads, name=name, trace=False)
