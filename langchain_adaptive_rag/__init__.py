@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.errors import (
         AdaptiveRAGError,
         AttentionUnavailableError,
+        CallCancelledError,
         HiddenLayerError,
         PromptTooLongError,
     )
@@ -58,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "AttentionUnavailableError": "langchain_adaptive_rag.errors",
     "AVAILABLE_METHODS": "langchain_adaptive_rag.graphs",
     "BM25Retriever": "langchain_adaptive_rag.retrievers",
+    "CallCancelledError": "langchain_adaptive_rag.errors",
     "ChatTransformers": "langchain_adaptive_rag.chat_models",
     "create_adaptive_rag_graph": "langchain_adaptive_rag.graphs",
     "create_bm25_retriever": "langchain_adaptive_rag.retrievers",
@@ -98,6 +100,7 @@ __all__ = [
     "AttentionMatrix",
     "AttentionUnavailableError",
     "BM25Retriever",
+    "CallCancelledError",
     "ChatTransformers",
     "DRAGINConfig",
     "Exemplar",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 import numbers
@@ -32,6 +31,12 @@ from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, field_validator,
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from typing_extensions import Self
 
+from langchain_adaptive_rag.cancellation import (
+    check_not_cancelled,
+    current_stop,
+    run_in_thread,
+    stoppable_context,
+)
 from langchain_adaptive_rag.capture import AttentionCapture, decoder_layers
 from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.engine import DecodeEngine
@@ -472,10 +477,11 @@ class ChatTransformers(BaseChatModel):
             return self._callers
 
     async def _in_caller_thread(self, call: Callable[[], T]) -> T:
-        """Run ``call`` in a caller thread with this context (callbacks, run config)."""
-        context = contextvars.copy_context()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.async_executor, context.run, call)
+        """Run ``call`` in a caller thread with this context (callbacks, run config).
+
+        Cancelling the wait stops the call at its next step (it leaves the batch).
+        """
+        return await run_in_thread(self.async_executor, call)
 
     def _get_engine(self) -> DecodeEngine:
         with self._engine_lock:  # not the model's lock: a running loop holds that one
@@ -627,6 +633,8 @@ class ChatTransformers(BaseChatModel):
         needs only the traces at the end).
         """
         self._check_kernels()
+        stop = decoder.stop_event = current_stop()
+        check_not_cancelled(stop)
         if not self.batching:
             with self._lock:
                 for _, event in decode_together(
@@ -637,8 +645,9 @@ class ChatTransformers(BaseChatModel):
                 ):
                     if event is not None and stream and event.sample == 0:
                         yield event
-            return
-        yield from self._get_engine().decode(decoder, stream=stream)
+        else:
+            yield from self._get_engine().decode(decoder, stream=stream)
+        check_not_cancelled(stop)  # a cancelled call's traces are cut short: no result
 
     def _check_kernels(self) -> None:
         """At the first call, log once if torch may run cuDNN's attention (see ``kernels``).
@@ -773,7 +782,10 @@ class ChatTransformers(BaseChatModel):
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        worker = loop.run_in_executor(self.async_executor, produce)
+        # Set when the reader stops (closes the stream, or is cancelled): the call then
+        # leaves the batch at its next step, even while no chunk comes.
+        context = stoppable_context(cancelled)
+        worker = loop.run_in_executor(self.async_executor, context.run, produce)
         try:
             while (item := await queue.get()) is not None:
                 if isinstance(item, BaseException):
@@ -915,6 +927,7 @@ class ChatTransformers(BaseChatModel):
         if not ids:
             msg = "forward_attention received an empty text. Expected at least one token."
             raise AdaptiveRAGError(msg)
+        check_not_cancelled(current_stop())
 
         def forward() -> np.ndarray:
             return self._attention_batch(layer, [ids])[0]

@@ -50,6 +50,7 @@ def decode_together(
     capture: CaptureOptions | None = None,
     admit: Callable[[int, int | None], Sequence[TraceDecoder]] | None = None,
     between: Callable[[], None] | None = None,
+    step_done: Callable[[], None] | None = None,
     prefix_cache: PrefixCache | None = None,
     max_rows: int = 0,
     share_prompts: bool = True,
@@ -80,6 +81,8 @@ def decode_together(
             (:func:`~langchain_adaptive_rag.kv_cache.roomy_limit`).
         between: Called at each step boundary with this loop's hooks paused, so other
             uses of the model (a reference-mode forward pass) can run between steps.
+        step_done: Called once each step's events are yielded, before the next forward
+            pass (a consumer that groups a request's events hands them over then).
         prefix_cache: Where prefills find stored prompt prefixes and leave their prompts
             (see :mod:`~langchain_adaptive_rag.prefix_cache`); ``None``: every prompt is
             prefilled in full.
@@ -110,7 +113,15 @@ def decode_together(
     try:
         with torch.inference_mode():
             loop = _BatchLoop(
-                model, list(decoders), hooks, admit, between, prefix_cache, max_rows, modules
+                model,
+                list(decoders),
+                hooks,
+                admit,
+                between=between,
+                step_done=step_done,
+                prefix_cache=prefix_cache,
+                max_rows=max_rows,
+                sharing=modules,
             )
             yield from loop.run()
     finally:
@@ -147,7 +158,9 @@ class _BatchLoop:
         decoders: list[TraceDecoder],
         hooks: CaptureHooks,
         admit: Callable[[int, int | None], Sequence[TraceDecoder]] | None,
+        *,
         between: Callable[[], None] | None = None,
+        step_done: Callable[[], None] | None = None,
         prefix_cache: PrefixCache | None = None,
         max_rows: int = 0,
         sharing: Sequence[nn.Module] | None = None,
@@ -158,6 +171,7 @@ class _BatchLoop:
         """The attention modules routed while rows read shared prompts (``None``: never)."""
         self.prompts = SharedPrompts(max_rows)
         self.between = between
+        self.step_done = step_done
         self.prefix_cache = prefix_cache
         self.device = model.device
         self.decoders = decoders
@@ -382,6 +396,8 @@ class _BatchLoop:
             if None in feed:
                 self._store_deferred_rows()  # the traces read them; done rows then leave
             yield from self._finish_requests()
+            if self.step_done is not None:
+                self.step_done()
             keep = [i for i, token in enumerate(feed) if token is not None]
             if not keep:
                 return

@@ -43,7 +43,7 @@ from langchain_adaptive_rag.prefix_cache import PrefixCache
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["CPU_LINGER_SECONDS", "IDLE_CHECK_SECONDS", "DecodeEngine"]
+__all__ = ["CPU_LINGER_SECONDS", "EXIT_WAIT_SECONDS", "IDLE_CHECK_SECONDS", "DecodeEngine"]
 
 _END = object()
 T = TypeVar("T")
@@ -58,16 +58,30 @@ IDLE_CHECK_SECONDS = 1.0
 _LIVE: weakref.WeakSet[DecodeEngine] = weakref.WeakSet()
 """Engines whose idle worker threads are ended before the interpreter exits."""
 
+_WORKERS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+"""Every engine's worker thread, waited for before the interpreter exits."""
+
+EXIT_WAIT_SECONDS = 10.0
+"""How long the interpreter's exit waits for the engines' worker threads, in all."""
+
 
 @atexit.register
 def _end_idle_workers() -> None:
-    """End every engine's lingering worker thread before shutdown.
+    """End every engine's lingering worker thread before shutdown, and wait for them.
 
     A thread that ran torch's intra-op (OpenMP) threads and is still alive at exit makes
-    the process's teardown print "terminate called without an active exception".
+    the process's teardown print "terminate called without an active exception"; so
+    does one that is still freeing the tensors of an engine nobody uses any more (its
+    last reference was the thread's own, so the engine has already left ``_LIVE``): the
+    thread gives up the interpreter lock while it frees a tensor and is killed in C++
+    when it takes it back during shutdown, which aborts the process.
     """
     for engine in list(_LIVE):
-        engine.close()
+        engine.close(timeout=0.0)
+    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    for thread in list(_WORKERS):
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @dataclass
@@ -202,6 +216,8 @@ class DecodeEngine:
         """Requests that joined a loop already running."""
         self.side_batches: Counter[int] = Counter()
         """How many batched side jobs ran with each number of jobs (for measurements)."""
+        self.dropped = 0
+        """Requests whose callers stopped while they waited for a loop (never decoded)."""
         _LIVE.add(self)
 
     def linger(self) -> float:
@@ -267,6 +283,7 @@ class DecodeEngine:
             self._worker = threading.Thread(
                 target=_serve, args=(weakref.ref(self),), name="adaptive-rag-decode", daemon=True
             )
+            _WORKERS.add(self._worker)
             self._worker.start()
 
     def exclusive(self, run: Callable[[], T]) -> T:
@@ -330,6 +347,7 @@ class DecodeEngine:
     def _take_batch(self) -> tuple[list[_Ticket], CaptureOptions | None]:
         """Queued requests whose signals one set of hooks can read, and those hooks."""
         with self._condition:
+            self._drop_stopped()
             if not self._pending:
                 return [], None
             deadline = time.monotonic() + self.gather_seconds
@@ -338,6 +356,7 @@ class DecodeEngine:
                 if left <= 0:
                     break
                 self._condition.wait(left)
+            self._drop_stopped()
             batch: list[_Ticket] = []
             rest: list[_Ticket] = []
             capture: CaptureOptions | None = None
@@ -357,6 +376,21 @@ class DecodeEngine:
                     rest.append(ticket)
             self._pending = rest
             return batch, capture
+
+    def _drop_stopped(self) -> None:
+        """End the queued requests whose callers stopped before any loop took them.
+
+        Call with the condition held. They end without decoding (their traces are
+        empty): a caller that stopped reading, or an async caller that was cancelled.
+        """
+        waiting: list[_Ticket] = []
+        for ticket in self._pending:
+            if ticket.decoder.stop_requested:
+                ticket.events.put(_END)
+                self.dropped += 1
+            else:
+                waiting.append(ticket)
+        self._pending = waiting
 
     def _serve_once(self) -> bool:
         """One turn of the model's thread: run what is queued, or wait for work.
@@ -411,6 +445,7 @@ class DecodeEngine:
             smallest sliding window; ``None``: any).
             """
             with self._condition:
+                self._drop_stopped()
                 if not all(
                     capture_covers(capture, t.decoder.capture)
                     and (longest is None or t.decoder.longest <= longest)
@@ -431,6 +466,13 @@ class DecodeEngine:
             self.joined += len(joining)
             return [t.decoder for t in joining]
 
+        previous: _Ticket | None = None  # the ticket whose events of this step are held
+
+        def step_done() -> None:
+            """Hand over the step's last events before the next forward pass."""
+            if previous is not None:
+                previous.flush()
+
         try:
             with self.lock:
                 stream = decode_together(
@@ -439,11 +481,11 @@ class DecodeEngine:
                     capture=capture,
                     admit=admit,
                     between=self._run_side_jobs,
+                    step_done=step_done,
                     prefix_cache=self.prefix_cache,
                     max_rows=self.max_batch_rows,
                     share_prompts=self.share_prompts,
                 )
-                previous: _Ticket | None = None
                 for index, event in stream:
                     ticket = batch[index]
                     if previous is not None and previous is not ticket:

@@ -5,9 +5,12 @@ Every error says what was received, what was expected and how to fix it.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 __all__ = [
     "AdaptiveRAGError",
     "AttentionUnavailableError",
+    "CallCancelledError",
     "DatasetFormatError",
     "HiddenLayerError",
     "PromptTooLongError",
@@ -32,6 +35,23 @@ class AttentionUnavailableError(AdaptiveRAGError):
             "use a method that needs no attention (FLARE, SeaKR, the fixed schedules)."
         )
         super().__init__(msg)
+
+
+class CallCancelledError(concurrent.futures.CancelledError):
+    """A model call ran for an async caller that was cancelled (it stopped waiting).
+
+    Raised in the thread the call ran in, where no one reads it but the code that made
+    the call (a graph node's later calls and retrievals stop there too); the awaiting
+    task itself ends with ``asyncio.CancelledError``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The async call this model call ran for was cancelled (its task stopped "
+            "waiting), so the call stopped and left the batched decoding loop. Expected "
+            "a caller that awaits the result; nothing to fix unless the cancellation was "
+            "not meant (an asyncio.wait_for timeout too short for the call)."
+        )
 
 
 class DatasetFormatError(AdaptiveRAGError):

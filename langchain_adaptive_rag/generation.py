@@ -32,6 +32,8 @@ from langchain_adaptive_rag.token_text import (
 )
 
 if TYPE_CHECKING:
+    import threading
+
     from transformers import PreTrainedModel
 
 __all__ = [
@@ -329,8 +331,18 @@ class TraceDecoder:
         self.traces: list[GenerationTrace] = []
         self.error: Exception | None = None
         """What failed this request while it was decoded with others (it left the batch)."""
-        self.stop_requested = False
-        """Set from any thread to stop this request at the next step."""
+        self._stop_requested = False
+        self.stop_event: threading.Event | None = None
+        """Set when the async caller is cancelled (:mod:`~langchain_adaptive_rag.cancellation`)."""
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether this request is to stop at the next step (set from any thread)."""
+        return self._stop_requested or (self.stop_event is not None and self.stop_event.is_set())
+
+    @stop_requested.setter
+    def stop_requested(self, value: bool) -> None:
+        self._stop_requested = value
 
     def _make_samples(self, n: int, include_greedy: bool) -> list[_Sample]:
         device = self.model.device

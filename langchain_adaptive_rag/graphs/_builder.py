@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
+import functools
 from concurrent.futures import Executor
 from typing import Any
 
@@ -12,6 +11,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
+from langchain_adaptive_rag.cancellation import run_in_thread
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.nodes import (
     Node,
@@ -138,9 +138,8 @@ def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, A
     assert _NodeRunnable is not None  # the graph builder checks
 
     async def in_threads(state: AdaptiveRAGState) -> dict[str, Any]:
-        context = contextvars.copy_context()  # the run's config, callbacks, stream writer
-        return await asyncio.get_running_loop().run_in_executor(
-            executor, context.run, action, state
-        )
+        # The run's config, callbacks and stream writer go along; a cancelled run stops
+        # the node's model call at its next step (see cancellation.run_in_thread).
+        return await run_in_thread(executor, functools.partial(action, state))
 
     return _NodeRunnable(action, in_threads, name=name, trace=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -35,6 +37,7 @@ from langchain_adaptive_rag.generation import (
     capture_union,
 )
 from tests.host_reads import count_tensors_from_lists
+from tests.integration_tests.test_cancellation import Passes, counted
 from tests.trace_options import trace_options
 
 ATOL = 1e-4
@@ -796,3 +799,68 @@ def test_async_graph_streams_in_the_models_threads_give_the_sync_streams(
     for mode in modes:  # each mode's items in order (the modes interleave as they arrive)
         assert [x for x in got if x[0] == mode] == [x for x in sync if x[0] == mode]  # type: ignore[index]
     assert tokens == sum(1 for item in sync if item[0] == "messages")  # type: ignore[index]
+
+
+def test_each_streaming_caller_gets_its_tokens_as_their_steps_end(llama_dir: Path) -> None:
+    """Alone or with another caller, a chunk comes within a step or two of the pass that
+    chose it, not when the call ends (a lone request's events were held to its end)."""
+    chat = ChatTransformers(
+        model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=30, min_new_tokens=30
+    )
+    expected = [chat.invoke(p).content for p in PROMPTS[:2]]
+
+    def stream(prompt: str, passes: Passes) -> tuple[str, list[int]]:
+        text, seen = "", []
+        for chunk in chat.stream(prompt):
+            text += str(chunk.content)
+            seen.append(passes.decoding)
+        return text, seen
+
+    for callers in (1, 2):
+        with counted(chat) as passes:
+            results = run_together(chat, [lambda p=p: stream(p, passes) for p in PROMPTS[:callers]])
+        for (text, seen), want in zip(results, expected, strict=False):
+            assert text == want and len(seen) == 31  # the 30 tokens, then the last chunk
+            late = [passes_then - index for index, passes_then in enumerate(seen[:30])]
+            assert max(late) <= 3, late  # chunk i came by decoding pass i + 3
+
+
+EXIT_SCRIPT = """
+import atexit, sys, threading, time
+
+def report():  # registered first, so it runs after the package's own exit handler
+    alive = [t.name for t in threading.enumerate() if t.name == "adaptive-rag-decode"]
+    print("alive:", alive, "freed:", Slow.freed, flush=True)
+
+atexit.register(report)
+
+from langchain_adaptive_rag import ChatTransformers
+
+class Slow:
+    freed = False
+    def __del__(self):
+        time.sleep(1.0)  # freeing the model takes a while, in the engine's thread
+        Slow.freed = True
+
+chat = ChatTransformers(model=sys.argv[1], batch_concurrent_calls=True, max_new_tokens=2)
+chat.invoke("Anna")
+chat.hf_model.exit_probe = Slow()
+del chat  # the engine's idle thread now holds the last reference to the model
+time.sleep(0.8)  # past its linger: it is freeing the model when the interpreter exits
+"""
+
+
+def test_the_interpreter_exit_waits_for_an_engine_thread_freeing_its_model(
+    llama_dir: Path,
+) -> None:
+    """A worker thread still freeing tensors at shutdown aborts the process ("terminate
+    called without an active exception"); exit waits for it."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, str(llama_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "alive: [] freed: True" in done.stdout, done.stdout

@@ -17,6 +17,7 @@ EXPECTED_ALL = [
     "AttentionMatrix",
     "AttentionUnavailableError",
     "BM25Retriever",
+    "CallCancelledError",
     "ChatTransformers",
     "DRAGINConfig",
     "Exemplar",
