@@ -8,6 +8,7 @@ the same layout as a model from the HuggingFace hub.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,7 +289,8 @@ class FakeTraceModel:
 
         The budget (``max_new_tokens``) and stop strings of ``decoding`` are applied;
         the sampling options and ``capture``'s layers are recorded in :attr:`calls` and
-        otherwise ignored: the script already says what each sample is.
+        otherwise ignored: the script already says what each sample is. Each call also
+        records the name of the thread it ran in.
         """
         options = decoding if decoding is not None else self.decoding
         signals = capture if capture is not None else CaptureOptions()
@@ -305,6 +307,7 @@ class FakeTraceModel:
                 "hidden_at": signals.hidden_at,
                 "stop": options.stop,
                 "max_new_tokens": options.max_new_tokens,
+                "thread": threading.current_thread().name,
             }
         )
         traces = [

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +72,17 @@ async def until(condition: Any, what: str) -> None:
         await asyncio.sleep(0.002)
 
 
+async def cancel_once_decoding(call: Awaitable[Any], passes: Passes) -> int:
+    """Start ``call``, cancel it after 10 decoding passes; the passes counted then."""
+    task = asyncio.ensure_future(call)
+    await until(lambda: passes.decoding >= 10, "the call did not start decoding")
+    at_cancel = passes.decoding
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return at_cancel
+
+
 def wait_idle(engine: DecodeEngine) -> None:
     deadline = time.monotonic() + 30
     while engine._looping or engine._pending:
@@ -92,13 +103,8 @@ def test_a_cancelled_call_leaves_the_batch_and_the_others_go_on(chat: ChatTransf
     assert engine is not None
 
     async def main(passes: Passes) -> tuple[str, int]:
-        long = asyncio.ensure_future(chat.agenerate_trace(PROMPT, decoding=LONG))
         short = asyncio.ensure_future(chat.ainvoke(PROMPT))
-        await until(lambda: passes.decoding >= 10, "the loop did not start")
-        at_cancel = passes.decoding
-        long.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await long
+        at_cancel = await cancel_once_decoding(chat.agenerate_trace(PROMPT, decoding=LONG), passes)
         return str((await short).content), at_cancel
 
     with counted(chat) as passes:
@@ -136,17 +142,9 @@ def test_a_cancelled_call_alone_on_the_model_stops(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir))  # no batching: the call holds the lock
     assert not chat.batching
 
-    async def main(passes: Passes) -> int:
-        call = asyncio.ensure_future(chat.agenerate_trace(PROMPT, decoding=LONG))
-        await until(lambda: passes.decoding >= 10, "the call did not start")
-        at_cancel = passes.decoding
-        call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        return at_cancel
-
     with counted(chat) as passes:
-        at_cancel = asyncio.run(main(passes))
+        call = chat.agenerate_trace(PROMPT, decoding=LONG)
+        at_cancel = asyncio.run(cancel_once_decoding(call, passes))
         with chat._lock:  # the call's thread has let go of the model
             pass
     assert passes.decoding <= at_cancel + AFTER_CANCEL
@@ -181,17 +179,9 @@ def test_a_cancelled_graph_run_makes_no_further_model_call(llama_dir: Path) -> N
     )
     engine = chat._get_engine()
 
-    async def main(passes: Passes) -> int:
-        run = asyncio.ensure_future(graph.ainvoke({"question": "Where was Anna Berg born?"}))
-        await until(lambda: passes.decoding >= 10, "the draft did not start")
-        at_cancel = passes.decoding
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
-        return at_cancel
-
     with counted(chat) as passes:
-        at_cancel = asyncio.run(main(passes))
+        run = graph.ainvoke({"question": "Where was Anna Berg born?"})
+        at_cancel = asyncio.run(cancel_once_decoding(run, passes))
         wait_idle(engine)
         time.sleep(0.3)  # a node thread that went on would have queued its next call
         wait_idle(engine)
