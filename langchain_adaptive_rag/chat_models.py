@@ -631,12 +631,17 @@ class ChatTransformers(BaseChatModel):
 
         Yields the first sample's token events (``stream=False``: none, the caller
         needs only the traces at the end).
+
+        Raises:
+            CallCancelledError: The async caller this thread works for was cancelled
+                (before, while or after the call waited for the model or decoded).
         """
         self._check_kernels()
         stop = decoder.stop_event = current_stop()
         check_not_cancelled(stop)
         if not self.batching:
             with self._lock:
+                check_not_cancelled(stop)  # cancelled while it waited for the model
                 for _, event in decode_together(
                     self._hf_model,
                     [decoder],

@@ -150,6 +150,27 @@ def test_a_cancelled_call_alone_on_the_model_stops(llama_dir: Path) -> None:
     assert passes.decoding <= at_cancel + AFTER_CANCEL
 
 
+def test_a_call_cancelled_while_waiting_for_the_lock_is_never_run(llama_dir: Path) -> None:
+    chat = ChatTransformers(model=str(llama_dir))  # no batching: calls take the lock
+
+    cancelled = threading.Event()
+
+    async def main() -> None:
+        call = asyncio.ensure_future(chat.agenerate_trace(PROMPT, decoding=LONG))
+        await asyncio.sleep(0.2)  # its thread waits for the lock
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        cancelled.set()  # asyncio.run then waits for the call's thread to end
+
+    with counted(chat) as passes, ThreadPoolExecutor(1) as app:
+        with chat._lock:  # the model is busy until the call is cancelled
+            done = app.submit(asyncio.run, main())
+            assert cancelled.wait(30)
+        done.result(timeout=30)
+    assert (passes.prefills, passes.decoding) == (0, 0)
+
+
 def test_an_async_stream_closed_early_stops_its_call(chat: ChatTransformers) -> None:
     engine = chat.engine or chat._get_engine()
 
