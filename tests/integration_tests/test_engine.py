@@ -22,7 +22,12 @@ import pytest
 import torch
 from langchain_core.messages import HumanMessage
 
-from langchain_adaptive_rag import ChatTransformers, GenerationTrace, decoding_loop
+from langchain_adaptive_rag import (
+    ChatTransformers,
+    GenerationTrace,
+    create_bm25_retriever,
+    decoding_loop,
+)
 from langchain_adaptive_rag import engine as engine_module
 from langchain_adaptive_rag import sampling as sampling_module
 from langchain_adaptive_rag.decoding_loop import decode_together
@@ -36,6 +41,8 @@ from langchain_adaptive_rag.generation import (
     capture_covers,
     capture_union,
 )
+from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
+from langchain_adaptive_rag.prompts import QAPrompts
 from tests.host_reads import count_tensors_from_lists
 from tests.integration_tests.test_cancellation import Passes, counted
 from tests.trace_options import trace_options
@@ -864,3 +871,25 @@ def test_the_interpreter_exit_waits_for_an_engine_thread_freeing_its_model(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "alive: [] freed: True" in done.stdout, done.stdout
+
+
+def test_a_graph_run_streams_its_messages_as_their_steps_end(llama_dir: Path) -> None:
+    """``stream_mode="messages"`` of one graph run on a batching model: each token comes
+    within a few decoding passes of the pass that chose it."""
+    chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True, min_new_tokens=30)
+    graph = create_fix_length_graph(
+        chat,
+        create_bm25_retriever(["Anna Berg was born in Oslo."]),
+        config=FixLengthConfig(generate_max_length=30, fix_length=30),
+        prompts=QAPrompts(exemplars=()),
+    )
+    question = {"question": "Where was Anna Berg born?"}
+    with counted(chat) as passes:
+        seen = [
+            passes.decoding
+            for _, meta in graph.stream(question, stream_mode="messages")
+            if meta["langgraph_node"] == "continue_generation"  # then finalize's answer
+        ]
+    assert len(seen) == 30  # one chunk a token (a piece of a character has no text)
+    late = [passes_then - index for index, passes_then in enumerate(seen)]
+    assert max(late) <= 3, late
