@@ -10,8 +10,10 @@ in its own thread. A request that arrives while a batch runs waits for the next 
 
 Each caller keeps its own stop strings, seeds, token budget, captured signals and
 streaming callbacks; greedy outputs equal a call made alone. A request whose own
-processing fails (or whose caller stops reading) leaves the batch and only that caller
-sees the error; a failure of the shared forward pass reaches every caller of that batch.
+processing fails (or whose caller stops reading, or is an async caller that was
+cancelled: :mod:`~langchain_adaptive_rag.cancellation`) leaves the batch and only that
+caller sees the error; a failure of the shared forward pass reaches every caller of that
+batch. Each step's events reach their callers before the next forward pass.
 """
 
 from __future__ import annotations
