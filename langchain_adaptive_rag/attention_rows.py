@@ -9,8 +9,9 @@ norms and the KV cache): ``softmax(q k^T * scaling [softcap] + mask)`` in float3
 newest query row or, for a full forward pass, every row. Grouped-query heads are scored
 a key head at a time, its query heads together, so the keys are never copied per query
 head. Only that layer's module sees a config naming this function; the masks are built
-by the model for its own kernel and read in each form (none, boolean, additive, or a
-flash-attention padding mask), with the layer's sliding window applied.
+by the model for its own kernel and read in each form (none, boolean, additive, a
+flash-attention padding mask, or a flex-attention ``BlockMask``, whose mask function is
+evaluated at the rows' positions), with the layer's sliding window applied.
 
 While the decoding loop's cache only appends, the steps' rows are deferred
 (:class:`PendingRows`): a step keeps a view of its newest query, and the rows of all
@@ -27,14 +28,16 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.attention.flex_attention import BlockMask
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
     "PendingRows",
     "RowSink",
     "attention_rows",
+    "block_mask_rows",
     "register_attention",
     "route_to_capture",
 ]
@@ -63,7 +66,7 @@ class PendingRows:
     """Each step's ``(batch, heads, 1, head_dim)`` newest query states (views, no copy)."""
     key: torch.Tensor | None = None
     """The latest step's ``(batch, kv_heads, keys, head_dim)`` keys."""
-    mask: torch.Tensor | None = None
+    mask: torch.Tensor | BlockMask | None = None
     """The mask the model built for the latest step (``None``: none)."""
     scaling: float | None = None
     softcap: float | None = None
@@ -72,7 +75,7 @@ class PendingRows:
         self,
         query: torch.Tensor,
         key: torch.Tensor,
-        mask: torch.Tensor | None,
+        mask: torch.Tensor | BlockMask | None,
         scaling: float | None,
         softcap: float | None,
     ) -> None:
@@ -94,6 +97,8 @@ class PendingRows:
             return
         steps, keys = len(queries), key.shape[2]
         batch, heads, _, _ = queries[0].shape
+        if isinstance(mask, BlockMask):  # as a tensor: sliced below
+            mask = block_mask_rows(mask, batch, 1, keys)
         chunk = max(1, PENDING_SCORES // max(1, batch * heads * keys))
         for first in range(0, steps, chunk):
             last = min(steps, first + chunk)
@@ -123,6 +128,45 @@ class RowSink:
     pending: PendingRows | None = None
     """While set, calls keep their newest query here instead of computing ``rows``."""
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def block_mask_rows(mask: BlockMask, batch: int, queries: int, keys: int) -> torch.Tensor:
+    """The last ``queries`` query rows of a flex-attention ``BlockMask``, as booleans.
+
+    The mask's function is evaluated on index grids (transformers' mask functions
+    broadcast: causal, sliding-window, padding and packed-sequence masks, with their
+    offsets). Its query and key indices count from the kernel's first query and first
+    key, as flex attention counts them.
+
+    Args:
+        mask: A flex-attention mask, as transformers builds it for a forward pass.
+        batch: The batch size of the attention's inputs.
+        queries: How many of its last query rows are wanted (at most its own).
+        keys: The number of keys the kernel was given.
+
+    Returns:
+        ``(batch, 1, rows, keys)`` booleans, ``True`` where a query sees a key.
+
+    Raises:
+        AttentionUnavailableError: If the mask's function cannot be evaluated that way.
+    """
+    query_length = int(mask.seq_lengths[0])
+    rows = min(queries, query_length)
+    device = mask.kv_num_blocks.device
+    grid = (
+        torch.arange(batch, device=device).view(-1, 1, 1, 1),
+        torch.zeros((1, 1, 1, 1), dtype=torch.long, device=device),
+        torch.arange(query_length - rows, query_length, device=device).view(1, 1, -1, 1),
+        torch.arange(keys, device=device).view(1, 1, 1, -1),
+    )
+    try:
+        allowed = torch.as_tensor(mask.mask_mod(*grid), device=device)
+        return allowed.to(torch.bool).expand(batch, 1, rows, keys)
+    except (RuntimeError, TypeError, IndexError) as error:
+        raise AttentionUnavailableError(
+            "flex_attention",
+            f"its BlockMask's mask_mod cannot be evaluated on index grids ({error})",
+        ) from error
 
 
 def _visible(
@@ -157,7 +201,7 @@ def _visible(
 def attention_rows(
     query: torch.Tensor,
     key: torch.Tensor,
-    attention_mask: torch.Tensor | None,
+    attention_mask: torch.Tensor | BlockMask | None,
     *,
     scaling: float | None,
     softcap: float | None = None,
@@ -180,6 +224,8 @@ def attention_rows(
     """
     batch, heads, length, dim = query.shape
     kv_heads, keys = key.shape[1], key.shape[2]
+    if isinstance(attention_mask, BlockMask):
+        attention_mask = block_mask_rows(attention_mask, batch, queries, keys)
     q = query if length == queries else query[:, :, -queries:, :]
     # each key head's group of query heads as one matrix: the keys are read once per key
     # head, never copied per query head
@@ -200,7 +246,7 @@ def capture_attention_forward(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
+    attention_mask: torch.Tensor | BlockMask | None,
     **kwargs: Any,  # the kernel's own options, passed through unchanged
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The model's kernel for the output, plus the weights left in the module's sink."""

@@ -53,9 +53,20 @@ from langchain_adaptive_rag.kernels import cudnn_advice, cudnn_attention_may_run
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 from langchain_adaptive_rag.token_text import token_pieces
 
-__all__ = ["AttentionMatrix", "ChatTransformers", "TokenSignals", "get_token_signals"]
+__all__ = [
+    "AttentionKernel",
+    "AttentionMatrix",
+    "ChatTransformers",
+    "TokenSignals",
+    "get_token_signals",
+]
 
 T = TypeVar("T")
+
+AttentionKernel = Literal[
+    "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"
+]
+"""The attention kernels ``ChatTransformers`` loads a model with (transformers' names)."""
 
 _logger = logging.getLogger(__name__)
 
@@ -217,10 +228,10 @@ class ChatTransformers(BaseChatModel):
     """Hub id or local path to load, or an already loaded ``PreTrainedModel``."""
     tokenizer: PreTrainedTokenizerBase | None = None
     """Tokenizer for a loaded ``model``; loaded with ``AutoTokenizer`` when ``model`` is a path."""
-    attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] | None = None
+    attn_implementation: AttentionKernel | None = None
     """Attention kernel. Every kernel gives attention signals: eager returns the weights,
-    and on sdpa or flash attention the captured layer's rows are recomputed from its query
-    and key states (equal to eager's) while every layer runs the fast kernel. ``None``
+    and on sdpa, flash or flex attention the captured layer's rows are recomputed from its
+    query and key states (equal to eager's) while every layer runs the fast kernel. ``None``
     keeps transformers' default (sdpa) or, for a loaded model, its current one."""
     dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
     """Weight dtype when loading (transformers' ``dtype=``); ``None`` means float32."""
@@ -378,7 +389,7 @@ class ChatTransformers(BaseChatModel):
         cls,
         model_id: str,
         *,
-        attn_implementation: Literal["eager", "sdpa", "flash_attention_2"] | None = None,
+        attn_implementation: AttentionKernel | None = None,
         dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None,
         device: str | None = None,
         max_new_tokens: int = 256,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +51,52 @@ def test_sdpa_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch: str) -> N
     np.testing.assert_allclose(full.weights, out.attentions[-1][0].numpy(), atol=ATOL)
     # the routed layer is restored: the model's layers all run sdpa again
     assert attention_module(sdpa.hf_model, 0).config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHITECTURES if a != "gpt2"])  # GPT-2: no flex
+def test_flex_attention_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch: str) -> None:
+    """A model on flex attention (its masks are BlockMasks): rows, samples, concurrent
+    left-padded calls and the reference-mode pass as eager gives them.
+
+    transformers compiles flex attention; ``force_eager`` runs torch's own uncompiled
+    kernel instead (the same masks and results, without a C++ compiler or a minute of
+    compiling; torch 2.13's compiled CPU kernel also fails on padded batches).
+    """
+    eager = ChatTransformers(model=str(tiny_model_dirs[arch]), attn_implementation="eager")
+    flex = ChatTransformers(
+        model=str(tiny_model_dirs[arch]),
+        attn_implementation="flex_attention",
+        batch_concurrent_calls=True,
+    )
+    options = {"max_new_tokens": 12, "min_new_tokens": 12, "hidden": True}
+    options |= {"attention": True, "attention_head_max": True}
+    prompts = [PROMPT, "Question: Who directed Blue Harbour?\nAnswer:"]
+    sampling = {"do_sample": True, "seed": 3, "max_new_tokens": 6, "hidden": True}
+    with torch.compiler.set_stance("force_eager"):
+        assert flex.hf_model.config._attn_implementation == "flex_attention"
+        assert flex.attention_available
+        with ThreadPoolExecutor(2) as pool:  # decoded together: the second row is padded
+            got = list(
+                pool.map(
+                    lambda p: flex.generate_trace(p, **trace_options(flex, **options)), prompts
+                )
+            )
+        samples = flex.generate_trace(PROMPT, n=3, **trace_options(flex, **sampling))
+        full = flex.forward_attention(PROMPT)
+    assert flex.engine is not None and flex.engine.batch_sizes[2] + flex.engine.joined >= 1
+    for prompt, (ours,) in zip(prompts, got, strict=True):
+        (want,) = eager.generate_trace(prompt, **trace_options(eager, **options))
+        assert ours.token_ids.tolist() == want.token_ids.tolist()
+        assert ours.attention is not None and want.attention is not None
+        np.testing.assert_allclose(ours.attention, want.attention, atol=ATOL)
+        np.testing.assert_allclose(ours.attention_head_max, want.attention_head_max, atol=ATOL)
+        np.testing.assert_allclose(ours.hidden, want.hidden, atol=ATOL)
+    reference = eager.generate_trace(PROMPT, n=3, **trace_options(eager, **sampling))
+    for ours, theirs in zip(samples, reference, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPT).weights, atol=ATOL)
+    assert attention_module(flex.hf_model, -1).config._attn_implementation == "flex_attention"
 
 
 def test_sliding_window_rows_see_only_the_window(tiny_model_dirs: dict[str, Path]) -> None:
@@ -145,6 +193,97 @@ def test_deferred_steps_give_the_rows_each_step_computes(
         np.testing.assert_allclose(got[:, :, step, :length], want[:, :, 0], atol=1e-7)
         assert torch.all(got[:, :, step, length:] == 0)  # keys after the step's own
     assert not pending.queries and pending.key is None and not list(pending.weights())
+
+
+def _mask_function(name: str, padding: torch.Tensor, offset: int) -> Callable[..., object]:
+    """One of transformers' flex-attention mask functions, as a forward pass builds it:
+    ``offset`` is the position of the pass's first query."""
+    from transformers import masking_utils as masks
+
+    function = masks.causal_mask_function
+    if "window" in name:
+        function = masks.and_masks(function, masks.sliding_window_overlay(4))
+    if "padding" in name:
+        function = masks.and_masks(function, masks.padding_mask_function(padding))
+    if "packed" in name:  # two sequences in each row: keys 0-4 and 5-9
+        sequences = (torch.arange(padding.shape[1]) >= 5).long().expand(padding.shape[0], -1)
+        function = masks.and_masks(function, masks.packed_sequence_mask_function(sequences))
+    return masks.add_offsets_to_mask_function(function, offset, 0)
+
+
+@pytest.mark.parametrize("name", ["causal", "window", "padding", "window, padding", "packed"])
+@pytest.mark.parametrize(("query_length", "queries"), [(1, 1), (1, 3), (3, 1), (3, 3)])
+def test_a_block_mask_gives_the_rows_its_dense_mask_gives(
+    name: str, query_length: int, queries: int
+) -> None:
+    """A flex-attention BlockMask read at the rows' positions: its dense mask's last rows,
+    and the attention rows that dense boolean mask gives."""
+    from torch.nn.attention.flex_attention import create_block_mask, create_mask
+
+    keys = 10
+    padding = torch.ones(2, keys, dtype=torch.bool)
+    padding[1, :3] = False  # the second row's first three keys are padding
+    function = _mask_function(name, padding, keys - query_length)
+    block = create_block_mask(function, 2, None, query_length, keys, device="cpu")
+    dense = create_mask(function, 2, 1, query_length, keys, device="cpu")
+    wanted = min(queries, query_length)
+    got = attention_rows_module.block_mask_rows(block, 2, queries, keys)
+    assert got.shape == (2, 1, wanted, keys) and got.dtype == torch.bool
+    assert torch.equal(got, dense[:, :, -wanted:, :])
+    generator = torch.Generator().manual_seed(5)
+    query = torch.randn(2, 4, query_length, 8, generator=generator)
+    key = torch.randn(2, 2, keys, 8, generator=generator)
+    rows = attention_rows(query, key, block, scaling=0.5, queries=wanted)
+    want = attention_rows(query, key, dense, scaling=0.5, queries=wanted)
+    assert not rows.isnan().any()
+    np.testing.assert_allclose(rows, want, atol=1e-7)
+    if "padding" in name:
+        assert torch.all(rows[1, :, :, :3] == 0)  # the padding is never seen
+    if "window" in name:
+        assert torch.all(rows[..., : keys - query_length - 3] == 0)  # behind every window
+    if "packed" in name:
+        assert torch.all(rows[..., :5] == 0)  # the queries are in the second sequence
+
+
+def test_deferred_rows_read_the_latest_block_mask() -> None:
+    """Steps that kept their queries under flex attention: the rows each step's dense
+    mask gives, from the latest step's BlockMask."""
+    from torch.nn.attention.flex_attention import create_block_mask, create_mask
+
+    padding = torch.ones(2, 12, dtype=torch.bool)
+    padding[1, :3] = False
+    generator = torch.Generator().manual_seed(2)
+    keys = torch.randn(2, 2, 12, 8, generator=generator)
+    pending = PendingRows()
+    expected = []
+    for length in range(9, 13):  # each step's one query is at the last position
+        step = _mask_function("padding", padding, length - 1)
+        block = create_block_mask(step, 2, None, 1, length, device="cpu")
+        dense = create_mask(step, 2, 1, 1, length, device="cpu")
+        query = torch.randn(2, 4, 1, 8, generator=generator)
+        pending.add(query, keys[:, :, :length], block, 0.5, None)
+        expected.append(attention_rows(query, keys[:, :, :length], dense, scaling=0.5))
+    (chunk,) = list(pending.weights())
+    for step_index, want in enumerate(expected):
+        length = want.shape[-1]
+        np.testing.assert_allclose(chunk[:, :, step_index, :length], want[:, :, 0], atol=1e-7)
+        assert torch.all(chunk[:, :, step_index, length:] == 0)
+    assert torch.all(chunk[1, :, :, :3] == 0)  # the padding is never seen
+
+
+def test_a_block_mask_that_cannot_be_read_names_the_fix() -> None:
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def branching(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> object:
+        return torch.tensor(True) if kv <= q else torch.tensor(False)  # one pair at a time
+
+    block = create_block_mask(_mask_function("causal", torch.ones(1, 4), 3), 1, None, 1, 4)
+    block.mask_mod = branching
+    with pytest.raises(AttentionUnavailableError, match="mask_mod cannot be evaluated") as caught:
+        attention_rows(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 4, 4), block, scaling=None)
+    assert "flex_attention" in str(caught.value) and 'attn_implementation="eager"' in str(
+        caught.value
+    )
 
 
 def test_a_sliding_window_layer_refuses_to_defer_its_rows_past_its_window() -> None:
