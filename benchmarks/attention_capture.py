@@ -19,8 +19,8 @@ GPU's step that launching kernels does not hide.
 length, decoding in the calling thread, and prints per token what each launched and
 waited for (kernel launches, host synchronisations, device time, and reads back to the
 host counted as ``.cpu``/``.tolist``/``.item``/``bool`` calls, on any device), the operators
-dispatched (on any device: on a GPU each one that is not a view launches a kernel) and b's
-busiest operators: where a GPU run's b/a comes from.
+dispatched and those of them that are not views (on any device: on a GPU each of those
+launches a kernel or allocates) and b's busiest operators: where a GPU run's b/a comes from.
 
 After the table it prints how far b's attention rows are from c's (eager's own weights,
 from the warm-up calls): the rows b times must be the rows eager gives (about 1e-9 in
@@ -177,9 +177,9 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
     sdpa.batch_concurrent_calls = False  # decode in this thread: its operators are recorded
     print(
         "\n| run | kernel launches / token | host syncs / token | device ms / token "
-        "| host reads / token | operators / token |"
+        "| host reads / token | operators / token | not views / token |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     tables = {}
     averages: dict[str, EventList] = {}
     try:
@@ -197,7 +197,8 @@ def profiled(sdpa: ChatTransformers, runs: dict[str, Callable[[], object]]) -> N
             print(
                 f"| {key} | {launches / tokens:.0f} | {syncs / tokens:.1f} "
                 f"| {device_us / 1000 / tokens:.2f} | {len(reads) / tokens:.1f} "
-                f"| {sum(operators.ops.values()) / tokens:.0f} |"
+                f"| {sum(operators.ops.values()) / tokens:.0f} "
+                f"| {operators.not_views / tokens:.1f} |"
             )
             averages[key] = events
             tables[key] = events.table(

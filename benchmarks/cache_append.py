@@ -34,12 +34,14 @@ class CountingOperators(TorchDispatchMode):
     """Counts the aten operators dispatched in this thread while entered, by name.
 
     :attr:`written` sums the bytes of every output that is not a view of an input: the
-    memory the operators wrote (and allocated, on a device).
+    memory the operators wrote (and allocated, on a device). :attr:`not_views` counts the
+    operators that are not views (on a GPU, each launches a kernel, or allocates).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.not_views = 0
         self.written = 0
 
     def __torch_dispatch__(
@@ -50,6 +52,7 @@ class CountingOperators(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         self.ops[str(func.overloadpacket.__name__)] += 1
+        self.not_views += not func.is_view
         out = func(*args, **(kwargs or {}))
         inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
         for tensor in out if isinstance(out, tuple | list) else (out,):
