@@ -5,7 +5,8 @@ layer costs 1.2-1.6x sdpa's decoding time. Instead, the captured layer alone is 
 through :func:`capture_attention_forward`, which runs the model's own kernel (``sdpa``,
 ``flash_attention_2``, ...) for the layer's output, unchanged, and computes the weights the
 signals need from the query and key states the kernel received (after rotary embeddings,
-norms and the KV cache): ``softmax(q k^T * scaling [softcap] + mask)`` in float32, the
+norms and the KV cache): ``softmax(q k^T * scaling [softcap] + mask)`` in float32 (with
+a model's attention-sink logits in the normalisation, as gpt-oss has them), the
 newest query row or, for a full forward pass, every row. Grouped-query heads are scored
 a key head at a time, its query heads together, so the keys are never copied per query
 head. Only that layer's module sees a config naming this function; the masks are built
@@ -34,6 +35,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailable
 
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
+    "UNREAD_OPTIONS",
     "PendingRows",
     "RowSink",
     "attention_rows",
@@ -45,6 +47,13 @@ __all__ = [
 CAPTURE_IMPLEMENTATION = "langchain_adaptive_rag_rows"
 """Name under which :func:`capture_attention_forward` is registered in transformers'
 ``AttentionInterface`` (an added entry: no existing implementation is changed)."""
+
+
+UNREAD_OPTIONS = ("position_bias", "sinks")
+"""Attention-interface options that change a layer's weights and that the recomputed rows
+do not include: an additive position bias (T5-style relative positions), and attention
+sinks given per token (one logit per query position). A layer that passes one cannot give
+rows on a fast kernel: the model's eager kernel gives them."""
 
 
 PENDING_SCORES = 2**25
@@ -70,6 +79,8 @@ class PendingRows:
     """The mask the model built for the latest step (``None``: none)."""
     scaling: float | None = None
     softcap: float | None = None
+    sinks: torch.Tensor | None = None
+    """The layer's attention-sink logits, one per head (``None``: none)."""
 
     def add(
         self,
@@ -78,10 +89,13 @@ class PendingRows:
         mask: torch.Tensor | BlockMask | None,
         scaling: float | None,
         softcap: float | None,
+        *,
+        sinks: torch.Tensor | None = None,
     ) -> None:
-        """Keep one step's newest query, and its keys and mask as the latest."""
+        """Keep one step's newest query, and its keys, mask and sinks as the latest."""
         self.queries.append(query[:, :, -1:, :])
         self.key, self.mask, self.scaling, self.softcap = key, mask, scaling, softcap
+        self.sinks = sinks
 
     def weights(self) -> Iterator[torch.Tensor]:
         """Every kept step's row, a chunk of steps at a time; nothing is kept after.
@@ -109,6 +123,7 @@ class PendingRows:
                 None if mask is None else mask[..., :seen],
                 scaling=self.scaling,
                 softcap=self.softcap,
+                sinks=self.sinks,
                 queries=last - first,
             )
 
@@ -207,6 +222,7 @@ def attention_rows(
     softcap: float | None = None,
     sliding_window: int | None = None,
     queries: int = 1,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention weights of the last ``queries`` query rows, as eager attention gives them.
 
@@ -218,6 +234,9 @@ def attention_rows(
         softcap: Gemma-2 style logit soft-capping.
         sliding_window: Keys further back than this are not seen.
         queries: How many of the last query rows to compute.
+        sinks: Attention-sink logits, one per query head (gpt-oss's ``s_aux``): each
+            joins its head's softmax as one more column, which is then dropped, so a
+            row sums to less than 1, as eager attention gives it.
 
     Returns:
         ``(batch, heads, queries, keys)`` float32 weights; each row sums to 1.
@@ -238,7 +257,10 @@ def attention_rows(
     if attention_mask is not None or window_cuts or queries > 1:  # else every key is seen
         visible = _visible(attention_mask, batch, queries, keys, sliding_window, q.device)
         scores = scores.masked_fill(~visible, float("-inf"))
-    return torch.softmax(scores, dim=-1)
+    if sinks is None:
+        return torch.softmax(scores, dim=-1)
+    column = sinks.float().reshape(1, heads, 1, 1).expand(batch, heads, queries, 1)
+    return torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :keys]
 
 
 def capture_attention_forward(
@@ -249,10 +271,22 @@ def capture_attention_forward(
     attention_mask: torch.Tensor | BlockMask | None,
     **kwargs: Any,  # the kernel's own options, passed through unchanged
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The model's kernel for the output, plus the weights left in the module's sink."""
+    """The model's kernel for the output, plus the weights left in the module's sink.
+
+    Raises:
+        AttentionUnavailableError: If the layer passes an option that changes its weights
+            and that the rows do not recompute (:data:`UNREAD_OPTIONS`).
+    """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     sink: RowSink = module._adaptive_rag_sink  # type: ignore[assignment]
+    unread = [name for name in UNREAD_OPTIONS if kwargs.get(name) is not None]
+    if unread:
+        raise AttentionUnavailableError(
+            sink.original,
+            f"{type(module).__name__} passes its kernel {', '.join(unread)}, which the rows "
+            "recomputed from its query and key states do not include",
+        )
     kernel: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] = ALL_ATTENTION_FUNCTIONS[
         sink.original
     ]
@@ -266,8 +300,8 @@ def capture_attention_forward(
                 f" ({key.shape[-2]} keys, window {sliding})."
             )
             raise AdaptiveRAGError(msg)
-        softcap = kwargs.get("softcap")
-        sink.pending.add(query, key, attention_mask, kwargs.get("scaling"), softcap)
+        softcap, sinks = kwargs.get("softcap"), kwargs.get("s_aux")
+        sink.pending.add(query, key, attention_mask, kwargs.get("scaling"), softcap, sinks=sinks)
         return output, None
     sink.rows = attention_rows(
         query,
@@ -277,6 +311,7 @@ def capture_attention_forward(
         softcap=kwargs.get("softcap"),
         sliding_window=sliding if isinstance(sliding, int) and sliding > 0 else None,
         queries=query.shape[2] if sink.full else 1,
+        sinks=kwargs.get("s_aux"),
     )
     return output, None
 

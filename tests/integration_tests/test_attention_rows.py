@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -99,6 +100,94 @@ def test_flex_attention_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch:
     assert attention_module(flex.hf_model, -1).config._attn_implementation == "flex_attention"
 
 
+def _weightless(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """A kernel that gives no weights: gpt-oss's eager attention, its output alone."""
+    from transformers.models.gpt_oss import modeling_gpt_oss
+
+    output, _ = modeling_gpt_oss.eager_attention_forward(
+        module, query, key, value, attention_mask, **kwargs
+    )
+    return output, None
+
+
+@pytest.mark.parametrize("layer_types", [("sliding_attention", "full_attention"), ("full",) * 2])
+def test_attention_sink_rows_equal_eager(
+    tiny_model_dirs: dict[str, Path], tmp_path: Path, layer_types: tuple[str, ...]
+) -> None:
+    """gpt-oss's attention sinks (``s_aux``, one logit a head) on a kernel without weights
+    (as flash and flex attention run them on a GPU): the rows eager gives, which sum to
+    less than 1; in each step (a sliding-window layer) and deferred (full attention)."""
+    import transformers
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    transformers.AttentionInterface.register("adaptive_rag_test_weightless", _weightless)
+    AttentionMaskInterface.register("adaptive_rag_test_weightless", eager_mask)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dirs["llama"])
+    config = transformers.GptOssConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=16,
+        layer_types=[t if t != "full" else "full_attention" for t in layer_types],
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    torch.manual_seed(0)
+    model = transformers.GptOssForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.normal_()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    eager = ChatTransformers(model=str(tmp_path), attn_implementation="eager")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, attn_implementation="adaptive_rag_test_weightless"
+    )
+    fast = ChatTransformers(model=loaded, tokenizer=tokenizer)
+    assert fast.attention_available
+    options = {"max_new_tokens": 8, "min_new_tokens": 8, "attention": True}
+    options |= {"attention_head_max": True}
+    (want,) = eager.generate_trace(PROMPT, **trace_options(eager, **options))
+    (got,) = fast.generate_trace(PROMPT, **trace_options(fast, **options))
+    assert got.token_ids.tolist() == want.token_ids.tolist()
+    assert got.attention is not None and want.attention is not None
+    assert np.all(want.attention.sum(axis=1) < 0.99)  # the sinks took their share
+    np.testing.assert_allclose(got.attention, want.attention, atol=ATOL)
+    np.testing.assert_allclose(got.attention_head_max, want.attention_head_max, atol=ATOL)
+    full, reference = fast.forward_attention(PROMPT), eager.forward_attention(PROMPT)
+    np.testing.assert_allclose(full.weights, reference.weights, atol=ATOL)
+
+
+def test_a_layer_passing_options_the_rows_do_not_read_names_the_fix() -> None:
+    """A position bias (or per-token sinks) changes the weights: no rows rather than
+    wrong ones."""
+    module = nn.Module()
+    module._adaptive_rag_sink = attention_rows_module.RowSink(original="sdpa")  # type: ignore[assignment]
+    query, key = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 6, 4)
+    for option in attention_rows_module.UNREAD_OPTIONS:
+        with pytest.raises(
+            AttentionUnavailableError, match=f"passes its kernel {option}"
+        ) as caught:
+            attention_rows_module.capture_attention_forward(
+                module, query, key, key, None, scaling=0.5, **{option: torch.zeros(1, 2, 1, 6)}
+            )
+        assert 'attn_implementation="eager"' in str(caught.value)
+
+
 def test_sliding_window_rows_see_only_the_window(tiny_model_dirs: dict[str, Path]) -> None:
     sdpa = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
     (trace,) = sdpa.generate_trace(
@@ -136,6 +225,11 @@ def test_rows_by_hand() -> None:
     # grouped-query heads: two query heads share one key head
     two = attention_rows(torch.tensor([[[[1.0]], [[0.0]]]]), key, None, scaling=1.0)
     np.testing.assert_allclose(two[0, 1, 0].numpy(), [1 / 3] * 3, rtol=1e-6)
+    # an attention-sink logit of 1.5 joins the normalisation: the row sums to less than 1
+    sunk = attention_rows(query, key, None, scaling=1.0, sinks=torch.tensor([1.5]))
+    expected = np.exp([1.0, 2.0, 0.0]) / (np.exp([1.0, 2.0, 0.0]).sum() + np.exp(1.5))
+    np.testing.assert_allclose(sunk[0, 0, 0].numpy(), expected, rtol=1e-6)
+    assert sunk.sum() == pytest.approx(1 - np.exp(1.5) / (np.exp([1.0, 2.0, 0.0, 1.5]).sum()))
 
 
 def test_grouped_query_rows_score_each_key_head_once() -> None:
@@ -165,8 +259,9 @@ def test_grouped_query_rows_score_each_key_head_once() -> None:
 
 
 @pytest.mark.parametrize("chunk_scores", [10**9, 300])  # one chunk; a few steps a chunk
+@pytest.mark.parametrize("sinks", [None, (0.5, -1.0, 2.0, 0.0)])  # one logit a query head
 def test_deferred_steps_give_the_rows_each_step_computes(
-    monkeypatch: pytest.MonkeyPatch, chunk_scores: int
+    monkeypatch: pytest.MonkeyPatch, chunk_scores: int, sinks: tuple[float, ...] | None
 ) -> None:
     """Five decoding steps over an appending cache, their rows computed at the end.
 
@@ -183,8 +278,11 @@ def test_deferred_steps_give_the_rows_each_step_computes(
     for length in range(8, 13):  # each step appends one key column
         query = torch.randn(2, 4, 1, 8, generator=generator)
         mask = padded[:, None, None, :length]
-        pending.add(query, keys[:, :, :length], mask, 0.5, 2.0)
-        expected.append(attention_rows(query, keys[:, :, :length], mask, scaling=0.5, softcap=2.0))
+        logits = None if sinks is None else torch.tensor(sinks)
+        pending.add(query, keys[:, :, :length], mask, 0.5, 2.0, sinks=logits)
+        expected.append(
+            attention_rows(query, keys[:, :, :length], mask, scaling=0.5, softcap=2.0, sinks=logits)
+        )
     chunks = list(pending.weights())
     assert len(chunks) == (1 if chunk_scores > 10**6 else 2)  # 300 scores: 3 steps a chunk
     got = torch.cat([torch.nn.functional.pad(c, (0, 12 - c.shape[-1])) for c in chunks], dim=2)
