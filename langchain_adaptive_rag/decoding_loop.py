@@ -8,7 +8,6 @@ arrive meanwhile join at a step boundary; a sample with nothing left to feed lea
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import CaptureOptions, TokenEvent, capture_covers
 from langchain_adaptive_rag.kv_cache import (
     RoomyCache,
+    cache_keyword,
     is_roomy,
     join_rows,
     plain_model_cache,
@@ -27,7 +27,7 @@ from langchain_adaptive_rag.kv_cache import (
 )
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
 from langchain_adaptive_rag.sampling import Distribution, Drawn, not_a_distribution
-from langchain_adaptive_rag.shared_prompts import SharedPrompts
+from langchain_adaptive_rag.shared_prompts import SharedPrompts, attends_its_cache
 from langchain_adaptive_rag.step_logits import StepLogits
 
 if TYPE_CHECKING:
@@ -108,8 +108,8 @@ def decode_together(
             f"the loop reads {capture}. Fix: decode the others in another loop."
         )
         raise AdaptiveRAGError(msg)
-    hooks = CaptureHooks(model, capture)
     modules = sharing_modules(model) if share_prompts and not capture.attention else None
+    hooks = CaptureHooks(model, capture)  # after sharing_modules's probe: it reads none
     try:
         with torch.inference_mode():
             loop = _BatchLoop(
@@ -132,8 +132,10 @@ def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
     """Every layer's attention module, when the model can read shared prompts.
 
     Shared prompts need the loop's own cache (no sliding-window or hybrid layers) and an
-    attention module per layer that calls transformers' ``AttentionInterface`` and knows
-    its layer's cache index (``layer_idx``); ``None`` otherwise.
+    attention module per layer that calls transformers' ``AttentionInterface``, knows
+    its layer's cache index (``layer_idx``) and attends over the states it caches (not
+    multi-head latent attention: :func:`~langchain_adaptive_rag.shared_prompts.attends_its_cache`);
+    ``None`` otherwise.
     """
     if not plain_model_cache(model):
         return None
@@ -146,7 +148,7 @@ def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
         if getattr(module, "layer_idx", None) != index:
             return None
         modules.append(module)
-    return modules
+    return modules if attends_its_cache(model, modules[0]) else None
 
 
 class _BatchLoop:
@@ -263,9 +265,9 @@ class _BatchLoop:
             step = {"attention_mask": mask, "position_ids": positions}
         if cached:
             stored = [entry for _, entry in matches]
-            step[_cache_keyword(self.model)] = _stored_cache(stored, taken, cached)
+            step[cache_keyword(self.model)] = _stored_cache(stored, taken, cached)
         elif roomy:
-            step[_cache_keyword(self.model)] = RoomyCache()
+            step[cache_keyword(self.model)] = RoomyCache()
         inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
         out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
         cache = _output_cache(out)
@@ -548,7 +550,7 @@ class _BatchLoop:
             step = {"position_ids": fed_on_device[1].unsqueeze(1)}
             if not shared:
                 step["attention_mask"] = self.mask
-        step[_cache_keyword(self.model)] = self.cache
+        step[cache_keyword(self.model)] = self.cache
         deferred = False  # attention rows computed in the pass (see _store_deferred_rows)
         if shared and self.sharing is not None:
             self.prompts.set_own_mask(self.mask)
@@ -599,24 +601,6 @@ def _greedy_masking(decoders: Sequence[TraceDecoder]) -> tuple[int, ...]:
     return wanted.pop() if len(wanted) == 1 else ()
 
 
-def _cache_keyword(model: PreTrainedModel) -> str:
-    """The forward argument that takes a KV cache.
-
-    Newer transformers 5.x releases name it ``cache`` and deprecate ``past_key_values``
-    (removed in 5.40); earlier 5.x releases know only ``past_key_values``.
-    """
-    model_class = type(model)
-    keyword = _CACHE_KEYWORDS.get(model_class)
-    if keyword is None:
-        parameters = inspect.signature(model_class.forward).parameters
-        keyword = "cache" if "cache" in parameters else "past_key_values"
-        _CACHE_KEYWORDS[model_class] = keyword
-    return keyword
-
-
-_CACHE_KEYWORDS: dict[type, str] = {}
-
-
 PREFILL_PASS_TOKENS = 128
 """What one more prefill forward pass is taken to cost, in token rows computed: a group of
 requests is split off into a pass of its own only when that saves more padding."""
@@ -656,8 +640,8 @@ def _stored_cache(stored: Sequence[StoredPrefix | None], taken: Sequence[int], w
     sample = next(entry for entry in stored if entry is not None)
     cache = RoomyCache()
     for index, (keys, values) in enumerate(sample.layers):
-        shape = (len(stored), keys.shape[1], width, keys.shape[3])
-        layer_keys, layer_values = keys.new_zeros(shape), values.new_zeros(shape)
+        layer_keys = keys.new_zeros((len(stored), keys.shape[1], width, keys.shape[3]))
+        layer_values = values.new_zeros((len(stored), values.shape[1], width, values.shape[3]))
         for j, (entry, count) in enumerate(zip(stored, taken, strict=True)):
             if entry is not None and count:
                 own_keys, own_values = entry.layers[index]

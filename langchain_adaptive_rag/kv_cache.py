@@ -15,6 +15,7 @@ into a new one.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ __all__ = [
     "RoomyCache",
     "RoomyLayer",
     "buffer_width",
+    "cache_keyword",
     "is_roomy",
     "join_rows",
     "plain_model_cache",
@@ -58,6 +60,23 @@ def buffer_width(filled: int) -> int:
     return ROOM * (filled // ROOM + 1)
 
 
+_Geometry = tuple[int, int, tuple[int, ...], int]
+"""A buffer's heads, head size, strides, and the storage offset of a column in row 0."""
+
+_NO_GEOMETRY: _Geometry = (0, 0, (), 0)
+
+
+def _geometry(buffer: torch.Tensor, column: int) -> _Geometry:
+    """``buffer``'s geometry, with the storage offset of ``column`` in row 0."""
+    strides = buffer.stride()
+    return (
+        buffer.shape[1],
+        buffer.shape[3],
+        strides,
+        int(buffer.storage_offset()) + column * strides[2],
+    )
+
+
 class RoomyLayer(DynamicLayer):  # type: ignore[misc]
     """A ``DynamicLayer`` that appends into spare room instead of copying itself.
 
@@ -65,7 +84,9 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
     buffers. Columns before ``start`` (dropped padding) and rows after ``rows`` (rows
     that left, or room made for joining ones) are room too: rows leave by moving the
     rows after them down, and rows join by writing into that room, so neither copies
-    the rows that stay. Every column a row does not hold is zero.
+    the rows that stay. Every column a row does not hold is zero. Keys and values may
+    differ in heads and size (a multi-head latent attention cache holds a compressed
+    latent and a rotary key, as DeepSeek-V3's does).
     """
 
     keys: torch.Tensor
@@ -78,10 +99,11 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self._rows = 0
         self._start = 0
         self._end = 0
-        self._geometry: tuple[int, int, int, tuple[int, ...], int] = (0, 0, 0, (), 0)
-        """Rows, heads, head size, the buffers' strides and the storage offset of
-        column ``start``: a step writes and views its columns with one ``as_strided``
-        each (the cheapest view to make, about half a slice's host time)."""
+        self._geometry: tuple[int, _Geometry, _Geometry] = (0, _NO_GEOMETRY, _NO_GEOMETRY)
+        """Rows, and the keys' and values' geometry (heads, head size, the buffer's strides
+        and the storage offset of column ``start``): a step writes and views its columns
+        with one ``as_strided`` each (the cheapest view to make, about half a slice's
+        host time)."""
         self._views: tuple[torch.Tensor, torch.Tensor] | None = None
         """The ``keys`` and ``values`` objects this layer last set."""
         self._capacity = 0
@@ -116,15 +138,11 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
         self.values = self._value_buffer[:rows, :, start:end]
         self._views = self.keys, self.values
         self._capacity = self._key_buffer.shape[-2]
-        self._geometry = (rows, self.keys.shape[1], self.keys.shape[3], *self._offsets())
-
-    def _offsets(self) -> tuple[tuple[int, ...], int]:
-        """The buffers' strides and the storage offset of column ``start`` in row 0."""
-        assert self._key_buffer is not None and self._value_buffer is not None
-        keys, values = self._key_buffer, self._value_buffer
-        strides = keys.stride()  # the buffers are always made alike
-        assert values.stride() == strides and values.storage_offset() == keys.storage_offset()
-        return strides, int(keys.storage_offset()) + self._start * strides[2]
+        self._geometry = (
+            rows,
+            _geometry(self._key_buffer, self._start),
+            _geometry(self._value_buffer, self._start),
+        )
 
     def _rebuild(
         self,
@@ -177,15 +195,18 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``new`` columns after the held ones (there is room); the new views."""
         assert self._key_buffer is not None and self._value_buffer is not None
-        keys, values = self._key_buffer, self._value_buffer
-        rows, heads, dim, strides, first = self._geometry
+        rows, (heads, dim, strides, first), (v_heads, v_dim, v_strides, v_first) = self._geometry
         held = self._end - self._start
-        slot = first + held * strides[2]
-        keys.as_strided((rows, heads, new, dim), strides, slot).copy_(key_states)
-        values.as_strided((rows, heads, new, dim), strides, slot).copy_(value_states)
+        keys, values = self._key_buffer, self._value_buffer
+        keys.as_strided((rows, heads, new, dim), strides, first + held * strides[2]).copy_(
+            key_states
+        )
+        values.as_strided(
+            (rows, v_heads, new, v_dim), v_strides, v_first + held * v_strides[2]
+        ).copy_(value_states)
         self._end += new
         self.keys = keys.as_strided((rows, heads, held + new, dim), strides, first)
-        self.values = values.as_strided((rows, heads, held + new, dim), strides, first)
+        self.values = values.as_strided((rows, v_heads, held + new, v_dim), v_strides, v_first)
         self._views = self.keys, self.values
         return self.keys, self.values
 
@@ -411,3 +432,21 @@ def roomy_limit(model: PreTrainedModel) -> int | None:
         elif type(layer) is not DynamicLayer:
             return 0
     return min(windows) if windows else None
+
+
+def cache_keyword(model: PreTrainedModel) -> str:
+    """The forward argument that takes a KV cache.
+
+    Newer transformers 5.x releases name it ``cache`` and deprecate ``past_key_values``
+    (removed in 5.40); earlier 5.x releases know only ``past_key_values``.
+    """
+    model_class = type(model)
+    keyword = _CACHE_KEYWORDS.get(model_class)
+    if keyword is None:
+        parameters = inspect.signature(model_class.forward).parameters
+        keyword = "cache" if "cache" in parameters else "past_key_values"
+        _CACHE_KEYWORDS[model_class] = keyword
+    return keyword
+
+
+_CACHE_KEYWORDS: dict[type, str] = {}

@@ -19,21 +19,26 @@ single-sample calls keep their prompt in the loop's cache and read no shared pro
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from langchain_adaptive_rag.attention_rows import register_attention
-from langchain_adaptive_rag.kv_cache import RoomyCache, join_rows
+from langchain_adaptive_rag.kv_cache import RoomyCache, cache_keyword, join_rows
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 __all__ = [
     "SHARED_IMPLEMENTATION",
     "PromptLayout",
     "SharedPrompts",
+    "attends_its_cache",
     "shared_prompt_attention",
 ]
 
@@ -317,3 +322,71 @@ def shared_prompt_attention(
     else:
         output = output.index_add(0, layout.grouped, from_prompt)
     return output.view(rows, 1, heads, dim), None
+
+
+PROBE_IMPLEMENTATION = "langchain_adaptive_rag_cache_probe"
+"""Name under which the probe of :func:`attends_its_cache` is registered in transformers'
+``AttentionInterface`` (an added entry, run only by a module routed to it)."""
+
+_ATTENDS_ITS_CACHE: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
+"""Each probed attention module's answer (it depends on the module's code alone)."""
+
+
+class _Probed(Exception):  # noqa: N818 - a signal that ends the probe's forward pass
+    """Raised by the probe once the routed module has handed it its states."""
+
+    def __init__(self, reads_cache: bool) -> None:
+        super().__init__()
+        self.reads_cache = reads_cache
+
+
+def _probe_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,  # the AttentionInterface's options: none is read
+) -> tuple[torch.Tensor, None]:
+    """Note whether ``key`` and ``value`` are the states the module's cache layer holds."""
+    cache: RoomyCache = module._adaptive_rag_probe_cache  # type: ignore[assignment]
+    layer = cache.layers[module.layer_idx]
+    raise _Probed(key is layer.keys and value is layer.values)
+
+
+def attends_its_cache(model: PreTrainedModel, module: nn.Module) -> bool:
+    """Whether ``module`` hands its kernel the very keys and values its cache layer holds.
+
+    Shared prompts replace a layer's attention by one over the prompt's cached states and
+    the row's own, so they need a layer that attends over what it caches. Multi-head
+    latent attention does not (DeepSeek-V2 and V3, MiniCPM3: the cache holds a compressed
+    latent that each pass expands into keys and values). Checked once per module, with a
+    two-token forward pass stopped at the module's kernel.
+
+    Args:
+        model: The causal LM.
+        module: Its attention module of layer 0 (``layer_idx`` 0).
+    """
+    known = _ATTENDS_ITS_CACHE.get(module)
+    if known is not None:
+        return known
+    register_attention(PROBE_IMPLEMENTATION, _probe_attention)
+    config: Any = module.config
+    routed = copy.copy(config)
+    routed._attn_implementation = PROBE_IMPLEMENTATION
+    cache = RoomyCache()
+    answer = False  # a pass that never reached the kernel: no sharing
+    setattr(module, "config", routed)  # noqa: B010 - an nn.Module attribute
+    setattr(module, "_adaptive_rag_probe_cache", cache)  # noqa: B010
+    try:
+        device = next(model.parameters()).device
+        ids = torch.tensor([[0, 1]], device=device)
+        with torch.inference_mode():
+            model(input_ids=ids, use_cache=True, **{cache_keyword(model): cache})
+    except _Probed as probed:
+        answer = probed.reads_cache
+    finally:
+        setattr(module, "config", config)  # noqa: B010
+        delattr(module, "_adaptive_rag_probe_cache")
+    _ATTENDS_ITS_CACHE[module] = answer
+    return answer

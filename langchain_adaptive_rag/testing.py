@@ -36,7 +36,7 @@ __all__ = [
     "train_tokenizer",
 ]
 
-TinyArchitecture = Literal["llama", "qwen2", "gpt2", "mistral", "gemma"]
+TinyArchitecture = Literal["llama", "qwen2", "gpt2", "mistral", "gemma", "deepseek_v3"]
 """Architectures :func:`create_tiny_model` can build (``mistral`` with a 16-token sliding
 window, ``gemma`` with its scaled embeddings and GeGLU MLP)."""
 
@@ -124,8 +124,9 @@ def create_tiny_model(
 
     Args:
         path: Output directory (created).
-        architecture: ``llama``, ``qwen2``, ``gpt2``, ``mistral`` (sliding window 16) or
-            ``gemma``.
+        architecture: ``llama``, ``qwen2``, ``gpt2``, ``mistral`` (sliding window 16),
+            ``gemma`` or ``deepseek_v3`` (multi-head latent attention: its cache holds a
+            compressed latent and a rotary key, of other sizes than its keys and values).
         hidden_size: Model width.
         num_layers: Number of decoder layers.
         num_heads: Attention heads.
@@ -136,6 +137,8 @@ def create_tiny_model(
         The directory.
     """
     from transformers import (
+        DeepseekV3Config,
+        DeepseekV3ForCausalLM,
         GemmaConfig,
         GemmaForCausalLM,
         GPT2Config,
@@ -191,10 +194,22 @@ def create_tiny_model(
             model = MistralForCausalLM(MistralConfig(**common, sliding_window=16))
         elif architecture == "gemma":
             model = GemmaForCausalLM(GemmaConfig(**common, head_dim=hidden_size // num_heads))
+        elif architecture == "deepseek_v3":
+            head = hidden_size // num_heads
+            latent = {
+                "num_key_value_heads": num_heads,  # eager attention repeats none
+                "q_lora_rank": None,
+                "kv_lora_rank": hidden_size // 2,
+                "qk_rope_head_dim": head // 2,
+                "qk_nope_head_dim": head // 2,
+                "v_head_dim": head,
+                "first_k_dense_replace": num_layers,  # dense MLPs: no expert routing
+            }
+            model = DeepseekV3ForCausalLM(DeepseekV3Config(**(common | latent)))
         else:
             msg = (
-                "architecture must be 'llama', 'qwen2', 'gpt2', 'mistral' or 'gemma', got "
-                f"{architecture!r}."
+                "architecture must be 'llama', 'qwen2', 'gpt2', 'mistral', 'gemma' or "
+                f"'deepseek_v3', got {architecture!r}."
             )
             raise ValueError(msg)
     model.generation_config.eos_token_id = [eos, im_end]  # type: ignore[union-attr]

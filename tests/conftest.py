@@ -15,7 +15,7 @@ def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     root = tmp_path_factory.mktemp("tiny-models")
     return {
         arch: create_tiny_model(root / arch, architecture=arch, seed=7)
-        for arch in ("llama", "qwen2", "gpt2", "mistral", "gemma")
+        for arch in ("llama", "qwen2", "gpt2", "mistral", "gemma", "deepseek_v3")
     }
 
 

@@ -115,7 +115,7 @@ def decoder(chat: ChatTransformers, request: Request) -> TraceDecoder:
     )
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2", "mistral", "gemma"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2", "mistral", "gemma", "deepseek_v3"])
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_random_join_schedules_give_each_request_what_it_gets_alone(
     tiny_model_dirs: dict[str, Path], arch: str, seed: int, monkeypatch: pytest.MonkeyPatch

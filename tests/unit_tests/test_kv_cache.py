@@ -288,3 +288,46 @@ def test_rows_without_columns_and_no_room_get_new_buffers_with_room() -> None:
     buffer = roomy.keys.data_ptr()
     roomy.add_rows(2, rows=5)
     assert roomy.keys.shape[0] == 5 and roomy.keys.data_ptr() == buffer
+
+
+def latents(batch: int, tokens: int, start: float) -> torch.Tensor:
+    """``(batch, 1 head, tokens, 5)`` states: a multi-head latent attention cache's latent."""
+    count = batch * tokens * 5
+    return torch.arange(start, start + count, dtype=torch.float32).reshape(batch, 1, tokens, 5)
+
+
+def test_keys_and_values_of_other_shapes_read_like_a_dynamic_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A latent cache (DeepSeek-V3: one head of the compressed latent as "keys", one of
+    the rotary key as "values", of another size): appends with and without room, rows
+    leaving and joining, rows without columns and dropped padding, as concatenation."""
+    monkeypatch.setattr(kv_cache, "ROOM", 4)
+    roomy, plain = RoomyLayer(), DynamicLayer()
+    prompt, rotary = latents(3, 5, 0), states(3, 5, 0)[:, :1]  # (3, 1, 5, 5) and (3, 1, 5, 3)
+    for layer in (roomy, plain):
+        layer.update(prompt, rotary)
+    for step in range(6):  # through two new buffers
+        token, its_rotary = latents(3, 1, 100 * step + 100), states(3, 1, 10 * step)[:, :1]
+        keys, values = roomy.update(token, its_rotary)
+        plain.update(token, its_rotary)
+        assert torch.equal(keys, plain.keys) and torch.equal(values, plain.values)
+    roomy.keep_rows([0, 2])
+    plain.batch_select_indices(torch.tensor([0, 2]))
+    roomy.drop_leading(2)
+    plain.keys, plain.values = plain.keys[:, :, 2:], plain.values[:, :, 2:]
+    assert torch.equal(roomy.keys, plain.keys) and torch.equal(roomy.values, plain.values)
+    other = RoomyLayer()
+    other.update(latents(1, 4, 900), states(1, 4, 900)[:, :1])
+    roomy.append_rows(other, roomy.keys.shape[-2])
+    roomy.add_rows(1)
+    assert roomy.keys.shape == (4, 1, 9, 5) and roomy.values.shape == (4, 1, 9, 3)
+    assert torch.equal(roomy.keys[2, :, -4:], latents(1, 4, 900)[0])
+    assert torch.equal(roomy.values[2, :, -4:], states(1, 4, 900)[0, :1])
+    assert not roomy.keys[2, :, :-4].any() and not roomy.keys[3].any()
+    token, its_rotary = latents(4, 1, 5000), states(4, 1, 5000)[:, :1]
+    keys, values = roomy.update(token, its_rotary)
+    assert torch.equal(keys[:, :, -1:], token) and torch.equal(values[:, :, -1:], its_rotary)
+    assert torch.equal(keys[:2, :, :-1], plain.keys) and torch.equal(
+        values[:2, :, :-1], plain.values
+    )

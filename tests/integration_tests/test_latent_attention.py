@@ -1,0 +1,90 @@
+"""Multi-head latent attention (DeepSeek-V3's): a cache whose states are not the keys.
+
+The model caches a compressed latent and a rotary key (one head each, of other sizes than
+its keys and values) and expands them into keys and values at every pass. The loop's own
+cache, the prefix cache, joins and samples hold those states as they are; shared prompts,
+which attend over the cached states themselves, are off for it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.decoding_loop import sharing_modules
+from langchain_adaptive_rag.kv_cache import RoomyLayer
+from tests.trace_options import trace_options
+
+ATOL = 1e-5
+PROMPTS = [
+    "Question: Anna Berg was born in 1931 in Oslo and she directed the film Blue Harbour "
+    "in 1962. Who directed it?\nAnswer:",
+    "Question: Who wrote it?\nAnswer:",
+    "Question: Where was the harbour film made, and by whom?\nAnswer:",
+]
+
+
+@pytest.fixture(scope="module")
+def latent_dir(tiny_model_dirs: dict[str, Path]) -> Path:
+    return tiny_model_dirs["deepseek_v3"]
+
+
+def test_latent_attention_decodes_as_the_eager_model_does(
+    latent_dir: Path, llama_dir: Path
+) -> None:
+    eager = ChatTransformers(model=str(latent_dir), attn_implementation="eager")
+    sdpa = ChatTransformers(
+        model=str(latent_dir), attn_implementation="sdpa", batch_concurrent_calls=True
+    )
+    assert sharing_modules(sdpa.hf_model) is None and sharing_modules(eager.hf_model) is None
+    llama = ChatTransformers(model=str(llama_dir))
+    assert sharing_modules(llama.hf_model) is not None  # an ordinary model still shares
+    options = {"max_new_tokens": 10, "min_new_tokens": 10, "hidden": True}
+    options |= {"attention": True, "attention_head_max": True}
+    want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in PROMPTS]
+    with ThreadPoolExecutor(3) as pool:  # decoded together, left-padded
+        got = list(
+            pool.map(lambda p: sdpa.generate_trace(p, **trace_options(sdpa, **options))[0], PROMPTS)
+        )
+    again = [sdpa.generate_trace(p, **trace_options(sdpa, **options))[0] for p in PROMPTS]
+    assert sdpa.prefix_cache is not None and sdpa.prefix_cache.stats.hits >= 1  # stored states
+    for ours, theirs in zip(got + again, want + want, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+        assert ours.attention is not None and theirs.attention is not None
+        np.testing.assert_allclose(ours.attention, theirs.attention, atol=ATOL)
+        np.testing.assert_allclose(ours.attention_head_max, theirs.attention_head_max, atol=ATOL)
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    sampling = {"do_sample": True, "seed": 4, "max_new_tokens": 6, "hidden": True}
+    samples = sdpa.generate_trace(PROMPTS[0], n=3, **trace_options(sdpa, **sampling))
+    reference = eager.generate_trace(PROMPTS[0], n=3, **trace_options(eager, **sampling))
+    for ours, theirs in zip(samples, reference, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    full = sdpa.forward_attention(PROMPTS[0])
+    np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPTS[0]).weights, atol=ATOL)
+
+
+def test_the_loop_holds_the_latent_states_in_its_own_cache(latent_dir: Path) -> None:
+    """The states cached are the latent (one head of ``kv_lora_rank``) and the rotary key
+    (one head of ``qk_rope_head_dim``), appended in place like any other layer's."""
+    sdpa = ChatTransformers(model=str(latent_dir), attn_implementation="sdpa")
+    config = sdpa.hf_model.config
+    seen: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    original = RoomyLayer._append
+
+    def recording(self: RoomyLayer, keys: object, values: object, new: int) -> object:
+        result = original(self, keys, values, new)  # type: ignore[arg-type]
+        seen.append((tuple(self.keys.shape), tuple(self.values.shape)))
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RoomyLayer, "_append", recording)
+        sdpa.generate_trace(PROMPTS[1], **trace_options(sdpa, max_new_tokens=3))
+    assert seen
+    assert {(k[1], k[3], v[1], v[3]) for k, v in seen} == {
+        (1, config.kv_lora_rank, 1, config.qk_rope_head_dim)
+    }
