@@ -40,6 +40,7 @@ __all__ = [
     "attn_implementation",
     "context_length",
     "decoder_layers",
+    "has_attention",
     "hidden_module",
 ]
 
@@ -98,6 +99,24 @@ def context_length(model: PreTrainedModel) -> int | None:
     return None
 
 
+def has_attention(model: PreTrainedModel) -> bool:
+    """Whether any decoder layer has an attention sub-module.
+
+    ``False`` for state-space models (Mamba): their layers mix tokens through a recurrent
+    state, and a padding mask, where they read one, covers only the tokens fed in a pass.
+    """
+    return any(_attention_child(layer) is not None for layer in decoder_layers(model))
+
+
+def _attention_child(layer: nn.Module) -> nn.Module | None:
+    """A decoder layer's attention sub-module, or ``None``."""
+    for name in _ATTENTION_NAMES:
+        child = getattr(layer, name, None)
+        if isinstance(child, nn.Module):
+            return child
+    return None
+
+
 def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
     """The attention sub-module of one decoder layer.
 
@@ -117,7 +136,19 @@ def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
     try:
         return _child(layers[index], _ATTENTION_NAMES, "attention")
     except AdaptiveRAGError as error:
-        raise AttentionUnavailableError(attn_implementation(model), str(error)) from error
+        with_attention = [i for i, each in enumerate(layers) if _attention_child(each) is not None]
+        if with_attention:  # a hybrid model: other layers have attention
+            raise AttentionUnavailableError(
+                attn_implementation(model),
+                f"{error} Its layers with attention are {with_attention}",
+                fix=f"read one of those (DRAGINConfig(attention_layer={with_attention[-1]}))",
+            ) from error
+        raise AttentionUnavailableError(
+            attn_implementation(model),
+            f"no decoder layer has an attention sub-module ({type(layers[index]).__name__}: a "
+            "state-space model)",
+            fix="use a method that needs no attention (FLARE, SeaKR, the fixed schedules)",
+        ) from error
 
 
 def attn_implementation(model: PreTrainedModel) -> str | None:

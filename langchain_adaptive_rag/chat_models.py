@@ -305,7 +305,9 @@ class ChatTransformers(BaseChatModel):
     _hf_model: PreTrainedModel = PrivateAttr(default=None)
     _hf_tokenizer: PreTrainedTokenizerBase = PrivateAttr(default=None)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
-    _attention_ok: bool | None = PrivateAttr(default=None)
+    _attention_checked: dict[int, AttentionUnavailableError | None] = PrivateAttr(
+        default_factory=dict
+    )
     _engine: DecodeEngine | None = PrivateAttr(default=None)
     _prefix_cache: PrefixCache | None = PrivateAttr(default=None)
     _engine_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -438,28 +440,49 @@ class ChatTransformers(BaseChatModel):
 
     @property
     def attention_available(self) -> bool:
-        """Whether attention rows can be read, on this model's kernel.
+        """Whether the last layer's attention rows can be read, on this model's kernel.
 
-        Checked once with a two-token forward pass: eager models return weights, and on
-        any other kernel a layer that calls transformers' ``AttentionInterface`` has them
-        recomputed from its query and key states.
+        See :meth:`check_attention`.
         """
-        if self._attention_ok is None:
-            self._attention_ok = self._probe_attention()
-        return self._attention_ok
+        try:
+            self.check_attention(-1)
+        except AttentionUnavailableError:
+            return False
+        return True
 
-    def _probe_attention(self) -> bool:
+    def check_attention(self, layer: int) -> None:
+        """Fail unless the attention rows of decoder layer ``layer`` can be read.
+
+        Checked once per layer with a two-token forward pass: eager models return
+        weights, and on any other kernel a layer that calls transformers'
+        ``AttentionInterface`` has them recomputed from its query and key states.
+
+        Raises:
+            AttentionUnavailableError: Naming why and the fix (another kernel, another
+                layer of a hybrid model, or a method without attention).
+            HiddenLayerError: If the layer does not exist.
+        """
+        number = layer % self.num_layers if -self.num_layers <= layer < self.num_layers else layer
+        if number not in self._attention_checked:
+            self._attention_checked[number] = self._probe_attention(layer)
+        problem = self._attention_checked[number]
+        if problem is not None:
+            raise problem
+
+    def _probe_attention(self, layer: int) -> AttentionUnavailableError | None:
         def probe() -> bool:
-            capture = AttentionCapture(self._hf_model, -1)
+            capture = AttentionCapture(self._hf_model, layer)
             with torch.inference_mode(), capture:
                 ids = torch.tensor([[0, 1]], device=self._hf_model.device)
                 self._hf_model(input_ids=ids, use_cache=False)
             return capture.weights is not None
 
         try:
-            return self._exclusive(probe)
-        except AttentionUnavailableError:
-            return False
+            if self._exclusive(probe):
+                return None
+        except AttentionUnavailableError as error:
+            return error
+        return AttentionUnavailableError(self._hf_model.config._attn_implementation)
 
     def _exclusive(self, run: Callable[[], T]) -> T:
         """Run ``run`` with the model to itself, on the model's thread when batching."""

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.capture import CaptureHooks, attention_module, decoder_layers
+from langchain_adaptive_rag.capture import (
+    CaptureHooks,
+    attention_module,
+    decoder_layers,
+    has_attention,
+)
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import CaptureOptions, TokenEvent, capture_covers
 from langchain_adaptive_rag.kv_cache import (
@@ -24,6 +29,7 @@ from langchain_adaptive_rag.kv_cache import (
     join_rows,
     plain_model_cache,
     roomy_limit,
+    select_rows,
 )
 from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
 from langchain_adaptive_rag.sampling import Distribution, Drawn, not_a_distribution
@@ -196,6 +202,10 @@ class _BatchLoop:
         """Whether ``cache`` is the loop's own (a RoomyCache): rows can join and leave."""
         self.limit = roomy_limit(model)
         """The most positions a row may fill in the loop's own cache (``None``: any)."""
+        self.masks_steps = has_attention(model)
+        """Whether decoding steps hand the model the rows' padding mask: not to a
+        state-space model (Mamba), whose layers would read it as a mask over the pass's
+        own tokens; its state absorbed no padding at the prefill, which had the mask."""
 
     def _prefill(self, first: int) -> None:
         """Prefill requests ``first..`` and append their rows.
@@ -290,7 +300,7 @@ class _BatchLoop:
             own_mask = mask[torch.tensor(own_rows, device=self.device)]
             if self.cache is None:
                 if own_rows != list(range(len(new))):
-                    cache.batch_select_indices(torch.tensor(own_rows, device=self.device))
+                    select_rows(cache, torch.tensor(own_rows, device=self.device))
                 self.cache, self.mask, self.padded = cache, own_mask, pads
                 self._roomy = is_roomy(cache)
             else:
@@ -408,7 +418,7 @@ class _BatchLoop:
                 if self._joinable():  # the rows after each gap move down, in place
                     self.cache.keep_rows(keep)
                 else:
-                    self.cache.batch_select_indices(kept)
+                    select_rows(self.cache, kept)
                 self.mask = self.mask[kept]
                 self.rows = [self.rows[i] for i in keep]
                 self.positions = [self.positions[i] for i in keep]
@@ -548,7 +558,7 @@ class _BatchLoop:
         inputs = fed_on_device[0].unsqueeze(1)
         if self.padded:
             step = {"position_ids": fed_on_device[1].unsqueeze(1)}
-            if not shared:
+            if not shared and self.masks_steps:
                 step["attention_mask"] = self.mask
         step[cache_keyword(self.model)] = self.cache
         deferred = False  # attention rows computed in the pass (see _store_deferred_rows)

@@ -24,15 +24,17 @@ class AdaptiveRAGError(ValueError):
 class AttentionUnavailableError(AdaptiveRAGError):
     """Attention weights were requested from a model whose attention cannot give them."""
 
-    def __init__(self, attn_implementation: str | None, detail: str = "") -> None:
+    def __init__(self, attn_implementation: str | None, detail: str = "", *, fix: str = "") -> None:
         why = detail or "its attention layer does not go through transformers' attention interface"
+        fix = fix or (
+            'load the model with ChatTransformers(model=..., attn_implementation="eager"), or '
+            "use a method that needs no attention (FLARE, SeaKR, the fixed schedules)"
+        )
         msg = (
             "Attention weights were requested, but the model (attn_implementation="
             f"{attn_implementation!r}) cannot give them: {why}. Expected a decoder whose "
             "attention modules call transformers' AttentionInterface (Llama, Qwen2, Mistral, "
-            'Gemma, GPT-2, ...) on any kernel, or attn_implementation="eager". Fix: load '
-            'the model with ChatTransformers(model=..., attn_implementation="eager"), or '
-            "use a method that needs no attention (FLARE, SeaKR, the fixed schedules)."
+            f'Gemma, GPT-2, ...) on any kernel, or attn_implementation="eager". Fix: {fix}.'
         )
         super().__init__(msg)
 

@@ -36,6 +36,7 @@ __all__ = [
     "join_rows",
     "plain_model_cache",
     "roomy_limit",
+    "select_rows",
 ]
 
 ROOM = 64
@@ -450,3 +451,18 @@ def cache_keyword(model: PreTrainedModel) -> str:
 
 
 _CACHE_KEYWORDS: dict[type, str] = {}
+
+
+def select_rows(cache: Any, indices: torch.Tensor) -> None:
+    """Keep the rows ``indices`` of any cache (in that order, repeats allowed).
+
+    A :class:`RoomyCache` keeps them in its buffers. Other caches reorder every layer as
+    beam search does (``reorder_cache``), which each kind of transformers' layers
+    implements for all it holds: keys and values, and the convolution and recurrent
+    states of linear-attention and state-space layers (Mamba, Qwen3-Next, LFM2), whose
+    ``batch_select_indices`` selects only keys and values or is missing.
+    """
+    if is_roomy(cache):
+        cache.batch_select_indices(indices)
+    else:
+        cache.reorder_cache(indices)

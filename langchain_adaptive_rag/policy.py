@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Literal, Protocol
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
@@ -76,6 +76,10 @@ class TraceModel(Protocol):
     @property
     def attention_available(self) -> bool:
         """Whether attention rows can be captured."""
+        ...
+
+    def check_attention(self, layer: int) -> None:
+        """Fail, naming the fix, unless the attention rows of ``layer`` can be captured."""
         ...
 
 
@@ -268,9 +272,13 @@ class Policy:
         Raises:
             AttentionUnavailableError: The method needs attention and the model has none.
         """
-        if self.needs_attention and not model.attention_available:
-            config = getattr(getattr(model, "hf_model", None), "config", None)
-            raise AttentionUnavailableError(getattr(config, "_attn_implementation", None))
+        if self.needs_attention:
+            model.check_attention(self.attention_layer)
+
+    @property
+    def attention_layer(self) -> int:
+        """The decoder layer whose attention rows the method reads (-1: the last)."""
+        return -1
 
     # -- shared helpers ------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from langchain_adaptive_rag.chat_models import AttentionMatrix
+from langchain_adaptive_rag.errors import AttentionUnavailableError
 from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
@@ -284,6 +285,16 @@ class FakeTraceModel:
     def attention_available(self) -> bool:
         """Whether attention capture is reported as available."""
         return self._attention
+
+    def check_attention(self, layer: int) -> None:
+        """Fail as a model without attention rows would, when scripted so.
+
+        Raises:
+            AttentionUnavailableError: If the model was made with
+                ``attention_available=False``.
+        """
+        if not self._attention:
+            raise AttentionUnavailableError(None, f"scripted without attention (layer {layer})")
 
     @property
     def decoding(self) -> DecodingOptions:

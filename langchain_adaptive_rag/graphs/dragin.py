@@ -150,6 +150,11 @@ class DRAGINPolicy(Policy):
     needs_attention = True
     config: DRAGINConfig
 
+    @property
+    def attention_layer(self) -> int:
+        """The layer RIND's and QFS's attention is read from (``attention_layer``)."""
+        return self.config.attention_layer
+
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate a look-ahead and score each of its words with RIND."""
         inline = self.config.attention_mode == "inline"

@@ -1,0 +1,137 @@
+"""State-space and hybrid models: caches of recurrent states, and layers without attention.
+
+Mamba's layers hold a convolution and a recurrent state; LFM2 mixes convolution layers
+with attention layers. Their caches are transformers' own (the loop's own cache holds
+keys and values only): rows are selected as beam search selects them, decoding steps
+hand a state-space model no padding mask, and an attention method names the layers it
+can read.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import transformers
+
+from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers, DRAGINConfig
+from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
+from tests.trace_options import trace_options
+from tests.unit_tests.test_fixed_graphs import RecordingRetriever
+
+ATOL = 1e-5
+PROMPTS = [
+    "Question: Anna Berg was born in 1931 in Oslo and she directed the film Blue Harbour "
+    "in 1962. Who directed it?\nAnswer:",
+    "Question: Who wrote it?\nAnswer:",
+    "Question: Where was the harbour film made, and by whom?\nAnswer:",
+]
+
+
+def _save(model: transformers.PreTrainedModel, tokenizer: object, path: Path) -> Path:
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)  # type: ignore[attr-defined]
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_models(
+    tiny_model_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dirs["llama"])
+    common = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "num_hidden_layers": 4,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 3,
+    }
+    root = tmp_path_factory.mktemp("state-space")
+    transformers.set_seed(0)
+    mamba = transformers.MambaForCausalLM(
+        transformers.MambaConfig(**common, state_size=8, expand=2, conv_kernel=4)
+    )
+    hybrid = transformers.Lfm2ForCausalLM(
+        transformers.Lfm2Config(
+            **common,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            layer_types=["conv", "full_attention", "conv", "conv"],
+        )
+    )
+    return {
+        "mamba": _save(mamba, tokenizer, root / "mamba"),
+        "lfm2": _save(hybrid, tokenizer, root / "lfm2"),
+    }
+
+
+@pytest.mark.parametrize("arch", ["mamba", "lfm2"])
+def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], arch: str) -> None:
+    """Left-padded prompts of three lengths and budgets decoded together (rows leave as
+    their budgets end), then a call of three samples (rows selected from one prefill):
+    each as the call alone gives it."""
+    alone = ChatTransformers(model=str(tiny_models[arch]))
+    together = ChatTransformers(model=str(tiny_models[arch]), batch_concurrent_calls=True)
+    calls = [
+        (prompt, {"max_new_tokens": budget, "min_new_tokens": budget, "hidden": True})
+        for prompt, budget in zip(PROMPTS, (8, 5, 3), strict=True)
+    ]
+    want = [alone.generate_trace(p, **trace_options(alone, **o))[0] for p, o in calls]
+    with ThreadPoolExecutor(3) as pool:
+        got = list(
+            pool.map(
+                lambda call: together.generate_trace(call[0], **trace_options(together, **call[1]))[
+                    0
+                ],
+                calls,
+            )
+        )
+    assert together.engine is not None
+    assert together.engine.batch_sizes[3] + together.engine.joined >= 1  # not one by one
+    for ours, theirs in zip(got, want, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+        np.testing.assert_allclose(ours.logprobs, theirs.logprobs, atol=1e-4)
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    sampling = {"do_sample": True, "seed": 2, "max_new_tokens": 6, "hidden": True}
+    samples = together.generate_trace(PROMPTS[0], n=3, **trace_options(together, **sampling))
+    reference = [
+        alone.generate_trace(PROMPTS[0], n=3, **trace_options(alone, **sampling))[i]
+        for i in range(3)
+    ]
+    for ours, theirs in zip(samples, reference, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+
+
+def test_an_attention_method_names_the_layers_a_hybrid_can_give(
+    tiny_models: dict[str, Path],
+) -> None:
+    chat = ChatTransformers(model=str(tiny_models["lfm2"]))
+    assert not chat.attention_available  # the last layer is a convolution
+    with pytest.raises(
+        AttentionUnavailableError, match=r"layers with attention are \[1\]"
+    ) as caught:
+        create_dragin_graph(chat, RecordingRetriever())
+    assert "DRAGINConfig(attention_layer=1)" in str(caught.value)
+    assert (
+        'Fix: load the model with ChatTransformers(model=..., attn_implementation="eager")'
+        not in str(caught.value)
+    )
+    create_dragin_graph(chat, RecordingRetriever(), config=DRAGINConfig(attention_layer=1))
+    (trace,) = chat.generate_trace(
+        PROMPTS[1], **trace_options(chat, max_new_tokens=4, attention=True, attention_layer=1)
+    )
+    assert trace.attention is not None
+    np.testing.assert_allclose(trace.attention.sum(axis=1), 1.0, atol=ATOL)
+
+
+def test_an_attention_method_on_a_state_space_model_names_the_methods_without(
+    tiny_models: dict[str, Path],
+) -> None:
+    chat = ChatTransformers(model=str(tiny_models["mamba"]))
+    with pytest.raises(AttentionUnavailableError, match="state-space model") as caught:
+        create_dragin_graph(chat, RecordingRetriever())
+    assert "Fix: use a method that needs no attention (FLARE, SeaKR" in str(caught.value)
