@@ -374,6 +374,10 @@ class CaptureHooks:
         if not isinstance(states, torch.Tensor):
             msg = f"Expected a tensor from {type(module).__name__}, got {type(states).__name__}."
             raise AdaptiveRAGError(msg)
+        inputs = args[0] if isinstance(args, tuple) and args else None
+        if states.ndim == 2 and isinstance(inputs, torch.Tensor) and inputs.ndim == 3:
+            states = states.view(inputs.shape[0], -1, states.shape[-1])  # an MoE block's
+            # tokens, flattened (Llama 4): back to (batch, positions, hidden)
         self.hidden = states[:, -1, :].to(torch.float32, copy=True)  # later layers may
         # write into their input in place
 

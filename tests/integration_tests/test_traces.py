@@ -335,3 +335,46 @@ def test_min_new_tokens_masks_eos(chat: ChatTransformers) -> None:
     finally:
         handle.remove()
     assert trace.num_tokens == 4 and trace.finish_reason == "length"
+
+
+def test_mlp_site_of_experts_that_flatten_their_tokens(
+    tiny_model_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Llama 4's mixture of experts returns its tokens as one ``(tokens, hidden)`` matrix:
+    the hidden state is still the last position's, as the layer adds it to its input."""
+    from transformers import AutoTokenizer, Llama4ForCausalLM, Llama4TextConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dirs["llama"])
+    config = Llama4TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        intermediate_size_mlp=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        num_local_experts=2,
+        interleave_moe_layer_step=1,  # every layer's feed-forward is experts
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    torch.manual_seed(0)
+    Llama4ForCausalLM(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    chat = ChatTransformers(model=str(tmp_path))
+    options = {"max_new_tokens": 5, "min_new_tokens": 5, "hidden": True, "hidden_layer": 1}
+    (trace,) = chat.generate_trace(PROMPT, **trace_options(chat, **options, hidden_site="mlp"))
+    ids = [*trace.prompt_ids.tolist(), *trace.token_ids.tolist()]
+    outputs: list[torch.Tensor] = []
+    experts = decoder_layers(chat.hf_model)[1].feed_forward
+    handle = experts.register_forward_hook(lambda _m, _a, out: outputs.append(out))
+    try:
+        with torch.no_grad():
+            chat.hf_model(input_ids=torch.tensor([ids]))
+    finally:
+        handle.remove()
+    (flat,) = [out[0] if isinstance(out, tuple) else out for out in outputs]
+    assert flat.ndim == 2  # (tokens, hidden): what the hook is given
+    np.testing.assert_allclose(trace.hidden, flat[-1].numpy(), atol=ATOL)
