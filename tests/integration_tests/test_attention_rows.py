@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from langchain_adaptive_rag import attention_rows as attention_rows_module
 from langchain_adaptive_rag.attention_rows import PendingRows, attention_rows
 from langchain_adaptive_rag.capture import attention_module
 from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
+from tests.together import decoded_together
 from tests.trace_options import trace_options
 
 ATOL = 1e-5
@@ -76,15 +76,13 @@ def test_flex_attention_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch:
     with torch.compiler.set_stance("force_eager"):
         assert flex.hf_model.config._attn_implementation == "flex_attention"
         assert flex.attention_available
-        with ThreadPoolExecutor(2) as pool:  # decoded together: the second row is padded
-            got = list(
-                pool.map(
-                    lambda p: flex.generate_trace(p, **trace_options(flex, **options)), prompts
-                )
-            )
+        got = decoded_together(  # the second row is padded
+            flex,
+            [lambda p=p: flex.generate_trace(p, **trace_options(flex, **options)) for p in prompts],
+        )
         samples = flex.generate_trace(PROMPT, n=3, **trace_options(flex, **sampling))
         full = flex.forward_attention(PROMPT)
-    assert flex.engine is not None and flex.engine.batch_sizes[2] + flex.engine.joined >= 1
+    assert flex.engine is not None and flex.engine.batch_sizes[2] == 1
     for prompt, (ours,) in zip(prompts, got, strict=True):
         (want,) = eager.generate_trace(prompt, **trace_options(eager, **options))
         assert ours.token_ids.tolist() == want.token_ids.tolist()

@@ -8,7 +8,6 @@ which attend over the cached states themselves, are off for it.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import pytest
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.decoding_loop import sharing_modules
 from langchain_adaptive_rag.kv_cache import RoomyLayer
+from tests.together import decoded_together
 from tests.trace_options import trace_options
 
 ATOL = 1e-5
@@ -46,10 +46,11 @@ def test_latent_attention_decodes_as_the_eager_model_does(
     options = {"max_new_tokens": 10, "min_new_tokens": 10, "hidden": True}
     options |= {"attention": True, "attention_head_max": True}
     want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in PROMPTS]
-    with ThreadPoolExecutor(3) as pool:  # decoded together, left-padded
-        got = list(
-            pool.map(lambda p: sdpa.generate_trace(p, **trace_options(sdpa, **options))[0], PROMPTS)
-        )
+    got = decoded_together(  # left-padded
+        sdpa,
+        [lambda p=p: sdpa.generate_trace(p, **trace_options(sdpa, **options))[0] for p in PROMPTS],
+    )
+    assert sdpa.engine is not None and sdpa.engine.batch_sizes[3] == 1
     again = [sdpa.generate_trace(p, **trace_options(sdpa, **options))[0] for p in PROMPTS]
     assert sdpa.prefix_cache is not None and sdpa.prefix_cache.stats.hits >= 1  # stored states
     for ours, theirs in zip(got + again, want + want, strict=True):

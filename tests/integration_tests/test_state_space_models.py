@@ -9,7 +9,6 @@ can read.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import transformers
 
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers, DRAGINConfig
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
+from tests.together import decoded_together
 from tests.trace_options import trace_options
 from tests.unit_tests.test_fixed_graphs import RecordingRetriever
 
@@ -81,17 +81,15 @@ def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], 
         for prompt, budget in zip(PROMPTS, (8, 5, 3), strict=True)
     ]
     want = [alone.generate_trace(p, **trace_options(alone, **o))[0] for p, o in calls]
-    with ThreadPoolExecutor(3) as pool:
-        got = list(
-            pool.map(
-                lambda call: together.generate_trace(call[0], **trace_options(together, **call[1]))[
-                    0
-                ],
-                calls,
-            )
-        )
+    got = decoded_together(
+        together,
+        [
+            lambda p=p, o=o: together.generate_trace(p, **trace_options(together, **o))[0]
+            for p, o in calls
+        ],
+    )
     assert together.engine is not None
-    assert together.engine.batch_sizes[3] + together.engine.joined >= 1  # not one by one
+    assert together.engine.batch_sizes[3] == 1  # one loop took the three
     for ours, theirs in zip(got, want, strict=True):
         assert ours.token_ids.tolist() == theirs.token_ids.tolist()
         np.testing.assert_allclose(ours.logprobs, theirs.logprobs, atol=1e-4)
