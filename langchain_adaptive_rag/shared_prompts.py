@@ -385,6 +385,8 @@ def attends_its_cache(model: PreTrainedModel, module: nn.Module) -> bool:
             model(input_ids=ids, use_cache=True, **{cache_keyword(model): cache})
     except _Probed as probed:
         answer = probed.reads_cache
+    except Exception:  # a model the probe cannot run keeps a copy per sample
+        answer = False
     finally:
         setattr(module, "config", config)  # noqa: B010
         delattr(module, "_adaptive_rag_probe_cache")

@@ -89,3 +89,26 @@ def test_the_loop_holds_the_latent_states_in_its_own_cache(latent_dir: Path) -> 
     assert {(k[1], k[3], v[1], v[3]) for k, v in seen} == {
         (1, config.kv_lora_rank, 1, config.qk_rope_head_dim)
     }
+
+
+def test_a_model_the_probe_cannot_run_keeps_a_copy_per_sample(
+    tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe fails closed: no shared prompts, the same samples."""
+    chat = ChatTransformers(model=str(tiny_model_dirs["qwen2"]))
+    sampling = {"do_sample": True, "seed": 8, "max_new_tokens": 5, "hidden": True}
+    want = chat.generate_trace(PROMPTS[0], n=3, **trace_options(chat, **sampling))
+    fresh = ChatTransformers(model=str(tiny_model_dirs["qwen2"]))
+    model = fresh.hf_model
+    forward = type(model).forward
+
+    def failing_once(self: object, *args: object, **kwargs: object) -> object:
+        monkeypatch.setattr(type(model), "forward", forward)  # only the probe's pass fails
+        raise RuntimeError("a model that cannot run two tokens alone")
+
+    monkeypatch.setattr(type(model), "forward", failing_once)
+    assert sharing_modules(model) is None
+    got = fresh.generate_trace(PROMPTS[0], n=3, **trace_options(fresh, **sampling))
+    for ours, theirs in zip(got, want, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
