@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -20,9 +21,12 @@ def decoded_together(chat: ChatTransformers, calls: Sequence[Callable[[], T]]) -
     machine). Returns their results in order.
     """
     engine = chat._get_engine()
+    deadline = time.monotonic() + 60
     with ThreadPoolExecutor(len(calls)) as pool:
         with engine.lock:  # the model is busy
             futures = [pool.submit(call) for call in calls]
-            while len(engine._pending) < len(calls):
+            while len(engine._pending) < len(calls):  # a call that ended early never queues
+                assert not any(f.done() for f in futures), "a call ended before it queued"
+                assert time.monotonic() < deadline, "the calls did not all queue in 60 s"
                 threading.Event().wait(0.001)
         return [future.result() for future in futures]
