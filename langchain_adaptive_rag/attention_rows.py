@@ -239,7 +239,8 @@ def attention_rows(
             row sums to less than 1, as eager attention gives it.
 
     Returns:
-        ``(batch, heads, queries, keys)`` float32 weights; each row sums to 1.
+        ``(batch, heads, queries, keys)`` float32 weights; each row sums to 1 (less with
+        sinks).
     """
     batch, heads, length, dim = query.shape
     kv_heads, keys = key.shape[1], key.shape[2]

@@ -467,7 +467,7 @@ class ChatTransformers(BaseChatModel):
             self._attention_checked[number] = self._probe_attention(layer)
         problem = self._attention_checked[number]
         if problem is not None:
-            raise problem
+            raise problem.with_traceback(None)  # one stored error, raised afresh
 
     def _probe_attention(self, layer: int) -> AttentionUnavailableError | None:
         def probe() -> bool:
