@@ -40,7 +40,6 @@ __all__ = [
     "attn_implementation",
     "context_length",
     "decoder_layers",
-    "has_attention",
     "hidden_module",
 ]
 
@@ -99,21 +98,19 @@ def context_length(model: PreTrainedModel) -> int | None:
     return None
 
 
-def has_attention(model: PreTrainedModel) -> bool:
-    """Whether any decoder layer has an attention sub-module.
-
-    ``False`` for state-space models (Mamba): their layers mix tokens through a recurrent
-    state, and a padding mask, where they read one, covers only the tokens fed in a pass.
-    """
-    return any(_attention_child(layer) is not None for layer in decoder_layers(model))
-
-
 def _attention_child(layer: nn.Module) -> nn.Module | None:
-    """A decoder layer's attention sub-module, or ``None``."""
+    """A decoder layer's attention sub-module, or ``None``.
+
+    Found by name (``self_attn``, ``attn``, ...), or as a ``mixer`` of an attention class:
+    Nemotron-H's layers each hold one mixer, a Mamba-2 block, an attention or an MLP.
+    """
     for name in _ATTENTION_NAMES:
         child = getattr(layer, name, None)
         if isinstance(child, nn.Module):
             return child
+    mixer = getattr(layer, "mixer", None)
+    if isinstance(mixer, nn.Module) and type(mixer).__name__.endswith("Attention"):
+        return mixer
     return None
 
 
@@ -133,22 +130,24 @@ def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
     """
     layers = decoder_layers(model)
     index = _layer_index(layer, len(layers), "Attention")
-    try:
-        return _child(layers[index], _ATTENTION_NAMES, "attention")
-    except AdaptiveRAGError as error:
-        with_attention = [i for i, each in enumerate(layers) if _attention_child(each) is not None]
-        if with_attention:  # a hybrid model: other layers have attention
-            raise AttentionUnavailableError(
-                attn_implementation(model),
-                f"{error} Its layers with attention are {with_attention}",
-                fix=f"read one of those (DRAGINConfig(attention_layer={with_attention[-1]}))",
-            ) from error
+    found = _attention_child(layers[index])
+    if found is not None:
+        return found
+    kind = type(layers[index]).__name__
+    with_attention = [i for i, each in enumerate(layers) if _attention_child(each) is not None]
+    if with_attention:  # a hybrid model: other layers have attention
         raise AttentionUnavailableError(
             attn_implementation(model),
-            f"no decoder layer has an attention sub-module ({type(layers[index]).__name__}: a "
-            "state-space model)",
-            fix="use a method that needs no attention (FLARE, SeaKR, the fixed schedules)",
-        ) from error
+            f"decoder layer {index} ({kind}) has no attention sub-module (looked for "
+            f"{_ATTENTION_NAMES} and an attention mixer); its layers with attention are "
+            f"{with_attention}",
+            fix=f"read one of those (DRAGINConfig(attention_layer={with_attention[-1]}))",
+        )
+    raise AttentionUnavailableError(
+        attn_implementation(model),
+        f"no decoder layer has an attention sub-module ({kind}: a state-space model)",
+        fix="use a method that needs no attention (FLARE, SeaKR, the fixed schedules)",
+    )
 
 
 def attn_implementation(model: PreTrainedModel) -> str | None:

@@ -14,17 +14,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.capture import (
-    CaptureHooks,
-    attention_module,
-    decoder_layers,
-    has_attention,
-)
+from langchain_adaptive_rag.capture import CaptureHooks, attention_module, decoder_layers
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import CaptureOptions, TokenEvent, capture_covers
 from langchain_adaptive_rag.kv_cache import (
     RoomyCache,
     cache_keyword,
+    holds_keys,
     is_roomy,
     join_rows,
     plain_model_cache,
@@ -202,7 +198,7 @@ class _BatchLoop:
         """Whether ``cache`` is the loop's own (a RoomyCache): rows can join and leave."""
         self.limit = roomy_limit(model)
         """The most positions a row may fill in the loop's own cache (``None``: any)."""
-        self.masks_steps = has_attention(model)
+        self.masks_steps = holds_keys(model)
         """Whether decoding steps hand the model the rows' padding mask: not to a
         state-space model (Mamba), whose layers would read it as a mask over the pass's
         own tokens; its state absorbed no padding at the prefill, which had the mask."""

@@ -32,6 +32,7 @@ __all__ = [
     "RoomyLayer",
     "buffer_width",
     "cache_keyword",
+    "holds_keys",
     "is_roomy",
     "join_rows",
     "plain_model_cache",
@@ -411,6 +412,19 @@ def plain_model_cache(model: PreTrainedModel) -> bool:
     whose config calls for sliding-window layers only within :func:`roomy_limit`.
     """
     return roomy_limit(model) is None
+
+
+def holds_keys(model: PreTrainedModel) -> bool:
+    """Whether the cache ``model`` builds for itself holds keys and values in any layer.
+
+    ``False`` for state-space models (Mamba, Mamba-2): every layer holds convolution and
+    recurrent states only, nothing attends over past positions, and their own ``generate``
+    hands them no padding mask after the prefill (Mamba's layers would read one over the
+    whole history as one over the pass's tokens).
+    """
+    return any(
+        isinstance(layer, DynamicLayer) for layer in DynamicCache(config=model.config).layers
+    )
 
 
 def roomy_limit(model: PreTrainedModel) -> int | None:

@@ -1,7 +1,8 @@
 """State-space and hybrid models: caches of recurrent states, and layers without attention.
 
 Mamba's layers hold a convolution and a recurrent state; LFM2 mixes convolution layers
-with attention layers. Their caches are transformers' own (the loop's own cache holds
+with attention layers; Nemotron-H mixes Mamba-2, attention and MLP blocks, each its
+layer's ``mixer``. Their caches are transformers' own (the loop's own cache holds
 keys and values only): rows are selected as beam search selects them, decoding steps
 hand a state-space model no padding mask, and an attention method names the layers it
 can read.
@@ -63,13 +64,29 @@ def tiny_models(
             layer_types=["conv", "full_attention", "conv", "conv"],
         )
     )
+    nemotron = transformers.NemotronHForCausalLM(
+        transformers.NemotronHConfig(
+            **common,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            hybrid_override_pattern="M*M-",  # Mamba-2, attention, Mamba-2, MLP
+            mamba_num_heads=4,
+            mamba_head_dim=16,
+            ssm_state_size=8,
+            n_groups=1,
+            expand=2,
+        )
+    )
     return {
         "mamba": _save(mamba, tokenizer, root / "mamba"),
         "lfm2": _save(hybrid, tokenizer, root / "lfm2"),
+        "nemotron_h": _save(nemotron, tokenizer, root / "nemotron_h"),
     }
 
 
-@pytest.mark.parametrize("arch", ["mamba", "lfm2"])
+@pytest.mark.parametrize("arch", ["mamba", "lfm2", "nemotron_h"])
 def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], arch: str) -> None:
     """Left-padded prompts of three lengths and budgets decoded together (rows leave as
     their budgets end), then a call of three samples (rows selected from one prefill):
@@ -104,10 +121,11 @@ def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], 
         assert ours.token_ids.tolist() == theirs.token_ids.tolist()
 
 
+@pytest.mark.parametrize("arch", ["lfm2", "nemotron_h"])
 def test_an_attention_method_names_the_layers_a_hybrid_can_give(
-    tiny_models: dict[str, Path],
+    tiny_models: dict[str, Path], arch: str
 ) -> None:
-    chat = ChatTransformers(model=str(tiny_models["lfm2"]))
+    chat = ChatTransformers(model=str(tiny_models[arch]), attn_implementation="sdpa")
     assert not chat.attention_available  # the last layer is a convolution
     with pytest.raises(
         AttentionUnavailableError, match=r"layers with attention are \[1\]"
@@ -119,10 +137,12 @@ def test_an_attention_method_names_the_layers_a_hybrid_can_give(
         not in str(caught.value)
     )
     create_dragin_graph(chat, RecordingRetriever(), config=DRAGINConfig(attention_layer=1))
-    (trace,) = chat.generate_trace(
-        PROMPTS[1], **trace_options(chat, max_new_tokens=4, attention=True, attention_layer=1)
-    )
-    assert trace.attention is not None
+    options = {"max_new_tokens": 4, "attention": True, "attention_layer": 1}
+    (trace,) = chat.generate_trace(PROMPTS[1], **trace_options(chat, **options))
+    eager = ChatTransformers(model=str(tiny_models[arch]), attn_implementation="eager")
+    (want,) = eager.generate_trace(PROMPTS[1], **trace_options(eager, **options))
+    assert trace.attention is not None and want.attention is not None
+    np.testing.assert_allclose(trace.attention, want.attention, atol=ATOL)
     np.testing.assert_allclose(trace.attention.sum(axis=1), 1.0, atol=ATOL)
 
 
