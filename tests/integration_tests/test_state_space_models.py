@@ -18,17 +18,12 @@ import transformers
 
 from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers, DRAGINConfig
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
+from tests.integration_tests.test_latent_attention import PROMPTS
 from tests.together import decoded_together
 from tests.trace_options import trace_options
 from tests.unit_tests.test_fixed_graphs import RecordingRetriever
 
 ATOL = 1e-5
-PROMPTS = [
-    "Question: Anna Berg was born in 1931 in Oslo and she directed the film Blue Harbour "
-    "in 1962. Who directed it?\nAnswer:",
-    "Question: Who wrote it?\nAnswer:",
-    "Question: Where was the harbour film made, and by whom?\nAnswer:",
-]
 
 
 def _save(model: transformers.PreTrainedModel, tokenizer: object, path: Path) -> Path:
