@@ -186,6 +186,69 @@ def test_a_layer_passing_options_the_rows_do_not_read_names_the_fix() -> None:
         assert 'attn_implementation="eager"' in str(caught.value)
 
 
+def _padding_mask_kernel(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """A kernel given flash attention's mask, ``(batch, keys)`` padding or ``None``, that
+    gives no weights: causal sdpa under that padding."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    assert attention_mask is None or attention_mask.ndim == 2
+    queries, keys = query.shape[2], key.shape[2]
+    allowed = torch.ones(queries, keys, dtype=torch.bool).tril(keys - queries)[None, None]
+    if attention_mask is not None:
+        allowed = allowed & attention_mask[:, None, None, -keys:].bool()
+    kwargs.pop("is_causal", None)
+    output, _ = sdpa_attention_forward(
+        module, query, key, value, allowed, is_causal=False, **kwargs
+    )
+    return output, None
+
+
+def test_rows_under_flash_attentions_padding_mask_equal_eager(llama_dir: Path) -> None:
+    """The masks flash attention gets (a GPU's ``flash_attention_2``), on a kernel that runs
+    on a CPU: left-padded calls decoded together, samples and stored prefixes, as eager."""
+    import transformers
+    from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
+
+    name = "adaptive_rag_test_padding_mask"  # not "flash...": transformers would load one
+    transformers.AttentionInterface.register(name, _padding_mask_kernel)
+    AttentionMaskInterface.register(name, flash_attention_mask)
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(llama_dir, attn_implementation=name)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(llama_dir)
+    chat = ChatTransformers(model=loaded, tokenizer=tokenizer, batch_concurrent_calls=True)
+    eager = ChatTransformers(model=str(llama_dir), attn_implementation="eager")
+    prompts = [PROMPT, "Question: Who directed Blue Harbour?\nAnswer:", "Question: Who?\nAnswer:"]
+    options = {"max_new_tokens": 8, "min_new_tokens": 8, "hidden": True}
+    options |= {"attention": True, "attention_head_max": True}
+    want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in prompts]
+    call = [
+        lambda p=p: chat.generate_trace(p, **trace_options(chat, **options))[0] for p in prompts
+    ]
+    got = decoded_together(chat, call)
+    again = [each() for each in call]  # from stored prefixes
+    assert chat.engine is not None and chat.engine.batch_sizes[3] == 1
+    assert chat.prefix_cache is not None and chat.prefix_cache.stats.hits >= 1
+    for ours, theirs in zip(got + again, want + want, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+        assert ours.attention is not None and theirs.attention is not None
+        np.testing.assert_allclose(ours.attention, theirs.attention, atol=ATOL)
+        np.testing.assert_allclose(ours.attention_head_max, theirs.attention_head_max, atol=ATOL)
+        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    sampling = {"do_sample": True, "seed": 3, "max_new_tokens": 6, "hidden": True}
+    samples = chat.generate_trace(PROMPT, n=3, **trace_options(chat, **sampling))
+    reference = eager.generate_trace(PROMPT, n=3, **trace_options(eager, **sampling))
+    for ours, theirs in zip(samples, reference, strict=True):
+        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+    full = chat.forward_attention(PROMPT)
+    np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPT).weights, atol=ATOL)
+
+
 def test_sliding_window_rows_see_only_the_window(tiny_model_dirs: dict[str, Path]) -> None:
     sdpa = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
     (trace,) = sdpa.generate_trace(
