@@ -15,6 +15,7 @@ from langchain_adaptive_rag import AdaptiveRAGError, AttentionUnavailableError, 
 from langchain_adaptive_rag import attention_rows as attention_rows_module
 from langchain_adaptive_rag.attention_rows import PendingRows, attention_rows
 from langchain_adaptive_rag.capture import attention_module
+from tests.compare import assert_same_traces
 from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
 from tests.together import decoded_together
 from tests.trace_options import trace_options
@@ -83,17 +84,15 @@ def test_flex_attention_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch:
         samples = flex.generate_trace(PROMPT, n=3, **trace_options(flex, **sampling))
         full = flex.forward_attention(PROMPT)
     assert flex.engine is not None and flex.engine.batch_sizes[2] == 1
-    for prompt, (ours,) in zip(prompts, got, strict=True):
-        (want,) = eager.generate_trace(prompt, **trace_options(eager, **options))
-        assert ours.token_ids.tolist() == want.token_ids.tolist()
-        assert ours.attention is not None and want.attention is not None
-        np.testing.assert_allclose(ours.attention, want.attention, atol=ATOL)
-        np.testing.assert_allclose(ours.attention_head_max, want.attention_head_max, atol=ATOL)
-        np.testing.assert_allclose(ours.hidden, want.hidden, atol=ATOL)
+    want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in prompts]
+    assert_same_traces(
+        [ours for (ours,) in got],
+        want,
+        ATOL,
+        captured=("attention", "attention_head_max", "hidden"),
+    )
     reference = eager.generate_trace(PROMPT, n=3, **trace_options(eager, **sampling))
-    for ours, theirs in zip(samples, reference, strict=True):
-        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
-        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    assert_same_traces(samples, reference, ATOL, captured=("hidden",))
     np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPT).weights, atol=ATOL)
     assert attention_module(flex.hf_model, -1).config._attn_implementation == "flex_attention"
 
@@ -234,17 +233,13 @@ def test_rows_under_flash_attentions_padding_mask_equal_eager(llama_dir: Path) -
     again = [each() for each in call]  # from stored prefixes
     assert chat.engine is not None and chat.engine.batch_sizes[3] == 1
     assert chat.prefix_cache is not None and chat.prefix_cache.stats.hits >= 1
-    for ours, theirs in zip(got + again, want + want, strict=True):
-        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
-        assert ours.attention is not None and theirs.attention is not None
-        np.testing.assert_allclose(ours.attention, theirs.attention, atol=ATOL)
-        np.testing.assert_allclose(ours.attention_head_max, theirs.attention_head_max, atol=ATOL)
-        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    assert_same_traces(
+        got + again, want + want, ATOL, captured=("attention", "attention_head_max", "hidden")
+    )
     sampling = {"do_sample": True, "seed": 3, "max_new_tokens": 6, "hidden": True}
     samples = chat.generate_trace(PROMPT, n=3, **trace_options(chat, **sampling))
     reference = eager.generate_trace(PROMPT, n=3, **trace_options(eager, **sampling))
-    for ours, theirs in zip(samples, reference, strict=True):
-        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
+    assert_same_traces(samples, reference, ATOL, captured=("hidden",))
     full = chat.forward_attention(PROMPT)
     np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPT).weights, atol=ATOL)
 

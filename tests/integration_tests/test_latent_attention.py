@@ -16,6 +16,7 @@ import pytest
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.decoding_loop import sharing_modules
 from langchain_adaptive_rag.kv_cache import RoomyLayer
+from tests.compare import assert_same_traces
 from tests.together import decoded_together
 from tests.trace_options import trace_options
 
@@ -53,18 +54,13 @@ def test_latent_attention_decodes_as_the_eager_model_does(
     assert sdpa.engine is not None and sdpa.engine.batch_sizes[3] == 1
     again = [sdpa.generate_trace(p, **trace_options(sdpa, **options))[0] for p in PROMPTS]
     assert sdpa.prefix_cache is not None and sdpa.prefix_cache.stats.hits >= 1  # stored states
-    for ours, theirs in zip(got + again, want + want, strict=True):
-        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
-        assert ours.attention is not None and theirs.attention is not None
-        np.testing.assert_allclose(ours.attention, theirs.attention, atol=ATOL)
-        np.testing.assert_allclose(ours.attention_head_max, theirs.attention_head_max, atol=ATOL)
-        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    assert_same_traces(
+        got + again, want + want, ATOL, captured=("attention", "attention_head_max", "hidden")
+    )
     sampling = {"do_sample": True, "seed": 4, "max_new_tokens": 6, "hidden": True}
     samples = sdpa.generate_trace(PROMPTS[0], n=3, **trace_options(sdpa, **sampling))
     reference = eager.generate_trace(PROMPTS[0], n=3, **trace_options(eager, **sampling))
-    for ours, theirs in zip(samples, reference, strict=True):
-        assert ours.token_ids.tolist() == theirs.token_ids.tolist()
-        np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
+    assert_same_traces(samples, reference, ATOL, captured=("hidden",))
     full = sdpa.forward_attention(PROMPTS[0])
     np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPTS[0]).weights, atol=ATOL)
 
