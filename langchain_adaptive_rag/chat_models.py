@@ -37,7 +37,7 @@ from langchain_adaptive_rag.cancellation import (
     run_in_thread,
     stoppable_context,
 )
-from langchain_adaptive_rag.capture import AttentionCapture, decoder_layers
+from langchain_adaptive_rag.capture import AttentionCapture, attn_implementation, decoder_layers
 from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
@@ -482,7 +482,7 @@ class ChatTransformers(BaseChatModel):
                 return None
         except AttentionUnavailableError as error:
             return error
-        return AttentionUnavailableError(self._hf_model.config._attn_implementation)
+        return AttentionUnavailableError(attn_implementation(self._hf_model))
 
     def _exclusive(self, run: Callable[[], T]) -> T:
         """Run ``run`` with the model to itself, on the model's thread when batching."""

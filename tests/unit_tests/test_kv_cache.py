@@ -331,3 +331,28 @@ def test_keys_and_values_of_other_shapes_read_like_a_dynamic_layer(
     assert torch.equal(keys[:2, :, :-1], plain.keys) and torch.equal(
         values[:2, :, :-1], plain.values
     )
+
+
+def test_a_models_own_cache_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every loop asks for the limit and whether keys are held: one cache built per model."""
+
+    class Model(torch.nn.Module):
+        def __init__(self, config: object) -> None:
+            super().__init__()
+            self.config = config
+
+    built: list[object] = []
+    original = kv_cache.DynamicCache
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built.append(kwargs.get("config"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kv_cache, "DynamicCache", counting)
+    mistral = Model(MistralConfig(num_hidden_layers=2, sliding_window=16))
+    for _ in range(3):
+        assert roomy_limit(mistral) == 16 and kv_cache.holds_keys(mistral)  # type: ignore[arg-type]
+    assert len(built) == 1
+    stand_in = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))  # no weak reference
+    assert roomy_limit(stand_in) is None and roomy_limit(stand_in) is None  # type: ignore[arg-type]
+    assert len(built) == 3
