@@ -73,13 +73,27 @@ def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     raise AdaptiveRAGError(msg)
 
 
-def _child(layer: nn.Module, names: Sequence[str], what: str) -> nn.Module:
+def _named_child(
+    layer: nn.Module, names: Sequence[str], mixer_kinds: tuple[str, ...]
+) -> nn.Module | None:
+    """A layer's sub-module by name, or its ``mixer`` when the mixer's class is of a kind.
+
+    Nemotron-H's layers each hold one ``mixer``: a Mamba-2 block, an attention, an MLP or
+    a mixture of experts.
+    """
     for name in names:
         child = getattr(layer, name, None)
         if isinstance(child, nn.Module):
             return child
-    msg = f"Decoder layer {type(layer).__name__} has no {what} sub-module (looked for {names})."
-    raise AdaptiveRAGError(msg)
+    mixer = getattr(layer, "mixer", None)
+    if isinstance(mixer, nn.Module) and type(mixer).__name__.endswith(mixer_kinds):
+        return mixer
+    return None
+
+
+def _mlp_child(layer: nn.Module) -> nn.Module | None:
+    """A decoder layer's MLP (or mixture-of-experts) sub-module, or ``None``."""
+    return _named_child(layer, _MLP_NAMES, ("MLP", "MoE"))
 
 
 def _layer_index(layer: int, num_layers: int, what: str) -> int:
@@ -99,19 +113,8 @@ def context_length(model: PreTrainedModel) -> int | None:
 
 
 def _attention_child(layer: nn.Module) -> nn.Module | None:
-    """A decoder layer's attention sub-module, or ``None``.
-
-    Found by name (``self_attn``, ``attn``, ...), or as a ``mixer`` of an attention class:
-    Nemotron-H's layers each hold one mixer, a Mamba-2 block, an attention or an MLP.
-    """
-    for name in _ATTENTION_NAMES:
-        child = getattr(layer, name, None)
-        if isinstance(child, nn.Module):
-            return child
-    mixer = getattr(layer, "mixer", None)
-    if isinstance(mixer, nn.Module) and type(mixer).__name__.endswith("Attention"):
-        return mixer
-    return None
+    """A decoder layer's attention sub-module (by name, or an attention ``mixer``)."""
+    return _named_child(layer, _ATTENTION_NAMES, ("Attention",))
 
 
 def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
@@ -229,10 +232,28 @@ def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Mo
 
     Raises:
         HiddenLayerError: If the layer does not exist.
+        AdaptiveRAGError: If ``site`` is ``mlp`` and the layer has no MLP (a state-space
+            or hybrid model's layer), naming the layers that have one and the fix.
     """
     layers = decoder_layers(model)
-    chosen = layers[_layer_index(layer, len(layers), "Hidden-state")]
-    return chosen if site == "residual" else _child(chosen, _MLP_NAMES, "MLP")
+    index = _layer_index(layer, len(layers), "Hidden-state")
+    chosen = layers[index]
+    if site == "residual":
+        return chosen
+    found = _mlp_child(chosen)
+    if found is not None:
+        return found
+    with_mlp = [i for i, each in enumerate(layers) if _mlp_child(each) is not None]
+    mlp_fix = f", or hidden_layer={with_mlp[-1]} reads an MLP's output" if with_mlp else ""
+    msg = (
+        f"The MLP output of decoder layer {index} ({type(chosen).__name__}) was requested "
+        f"(hidden_site='mlp'), but that layer has no MLP sub-module (looked for "
+        f"{_MLP_NAMES} and an MLP or mixture-of-experts mixer). Expected a layer with an "
+        f"MLP; this model's layers with one: {with_mlp}. Fix: hidden_site='residual' "
+        "(SeaKRConfig or CaptureOptions) reads the layer's output"
+        f"{mlp_fix}."
+    )
+    raise AdaptiveRAGError(msg)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,12 @@ from langchain_adaptive_rag.cancellation import (
     run_in_thread,
     stoppable_context,
 )
-from langchain_adaptive_rag.capture import AttentionCapture, attn_implementation, decoder_layers
+from langchain_adaptive_rag.capture import (
+    AttentionCapture,
+    attn_implementation,
+    decoder_layers,
+    hidden_module,
+)
 from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.engine import DecodeEngine
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
@@ -45,6 +50,7 @@ from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
+    HiddenSite,
     SignalDistribution,
     TokenEvent,
     TraceDecoder,
@@ -468,6 +474,19 @@ class ChatTransformers(BaseChatModel):
         problem = self._attention_checked[number]
         if problem is not None:
             raise problem.with_traceback(None)  # one stored error, raised afresh
+
+    def check_hidden(self, layer: int, site: HiddenSite) -> None:
+        """Fail unless decoder layer ``layer`` has the hidden-state ``site``.
+
+        A layer's ``residual`` output always exists; its ``mlp`` output needs an MLP (or
+        mixture-of-experts) sub-module, which a state-space model's layers and a hybrid
+        model's Mamba or attention layers lack.
+
+        Raises:
+            AdaptiveRAGError: Naming the layers that have an MLP and the fix.
+            HiddenLayerError: If the layer does not exist.
+        """
+        hidden_module(self._hf_model, layer, site)
 
     def _probe_attention(self, layer: int) -> AttentionUnavailableError | None:
         def probe() -> bool:

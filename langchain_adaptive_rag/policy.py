@@ -19,6 +19,7 @@ from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
+    HiddenSite,
     TokenEvent,
 )
 from langchain_adaptive_rag.prompts import (
@@ -80,6 +81,10 @@ class TraceModel(Protocol):
 
     def check_attention(self, layer: int) -> None:
         """Fail, naming the fix, unless the attention rows of ``layer`` can be captured."""
+        ...
+
+    def check_hidden(self, layer: int, site: HiddenSite) -> None:
+        """Fail, naming the fix, unless the hidden state at ``layer``/``site`` exists."""
         ...
 
 

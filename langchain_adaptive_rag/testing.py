@@ -23,6 +23,7 @@ from langchain_adaptive_rag.generation import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
+    HiddenSite,
     TokenEvent,
 )
 from langchain_adaptive_rag.signals import tokens_covering
@@ -295,6 +296,9 @@ class FakeTraceModel:
         """
         if not self._attention:
             raise AttentionUnavailableError(None, f"scripted without attention (layer {layer})")
+
+    def check_hidden(self, layer: int, site: HiddenSite) -> None:
+        """Accept every layer and site: scripted hidden states need no module."""
 
     @property
     def decoding(self) -> DecodingOptions:

@@ -224,7 +224,11 @@ class SeaKRPolicy(Policy):
     config: SeaKRConfig
 
     def check_model(self, model: TraceModel) -> None:
-        """The hidden layer must exist in the model (checked when it says its depth)."""
+        """Fail at build time unless the hidden layer exists and has the configured site.
+
+        The layer's range is checked when the model says its depth; ``hidden_site="mlp"``
+        needs an MLP in that layer (a state-space model's layers have none).
+        """
         super().check_model(model)
         layers = getattr(model, "num_layers", None)
         layer = self.config.hidden_layer
@@ -236,12 +240,13 @@ class SeaKRPolicy(Policy):
                 "default hidden_layer=None."
             )
             raise AdaptiveRAGError(msg)
+        model.check_hidden(self._hidden_layer(model), self.config.hidden_site)
 
-    def _hidden_layer(self, ctx: RunContext) -> int:
+    def _hidden_layer(self, model: TraceModel) -> int:
         """The configured layer, or the model's middle one."""
         if self.config.hidden_layer is not None:
             return self.config.hidden_layer
-        layers = getattr(ctx.model, "num_layers", None)
+        layers = getattr(model, "num_layers", None)
         return middle_layer(layers) if isinstance(layers, int) else 15
 
     def _sample(
@@ -267,7 +272,7 @@ class SeaKRPolicy(Policy):
         )
         capture = CaptureOptions(
             hidden=True,
-            hidden_layer=self._hidden_layer(ctx),
+            hidden_layer=self._hidden_layer(ctx.model),
             hidden_site=config.hidden_site,
             hidden_at="eos_replacing_last" if self.reference else "eos",
         )

@@ -14,10 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import transformers
 
-from langchain_adaptive_rag import AttentionUnavailableError, ChatTransformers, DRAGINConfig
+from langchain_adaptive_rag import (
+    AdaptiveRAGError,
+    AttentionUnavailableError,
+    ChatTransformers,
+    DRAGINConfig,
+    SeaKRConfig,
+)
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
+from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
 from tests.integration_tests.test_latent_attention import PROMPTS
 from tests.together import decoded_together
 from tests.trace_options import trace_options
@@ -148,3 +156,35 @@ def test_an_attention_method_on_a_state_space_model_names_the_methods_without(
     with pytest.raises(AttentionUnavailableError, match="state-space model") as caught:
         create_dragin_graph(chat, RecordingRetriever())
     assert "Fix: use a method that needs no attention (FLARE, SeaKR" in str(caught.value)
+
+
+def test_seakr_reads_an_mlp_only_where_a_layer_has_one(tiny_models: dict[str, Path]) -> None:
+    """SeaKR reads the MLP output by default. Mamba has no MLP: building fails at once
+    naming hidden_site='residual'. Nemotron-H's MLP is layer 3's mixer: its output is what
+    is read there, and the middle layer (1, attention) names layer 3 as the fix."""
+    mamba = ChatTransformers(model=str(tiny_models["mamba"]))
+    with pytest.raises(AdaptiveRAGError, match=r"layers with one: \[\]") as caught:
+        create_seakr_graph(mamba, RecordingRetriever())
+    assert "decoder layer 1 (MambaBlock)" in str(caught.value)
+    assert "Fix: hidden_site='residual' (SeaKRConfig or CaptureOptions)" in str(caught.value)
+    create_seakr_graph(mamba, RecordingRetriever(), config=SeaKRConfig(hidden_site="residual"))
+
+    nemotron = ChatTransformers(model=str(tiny_models["nemotron_h"]))
+    with pytest.raises(AdaptiveRAGError, match=r"layers with one: \[3\]") as caught:
+        create_seakr_graph(nemotron, RecordingRetriever())
+    assert "or hidden_layer=3 reads an MLP's output" in str(caught.value)
+    create_seakr_graph(nemotron, RecordingRetriever(), config=SeaKRConfig(hidden_layer=3))
+
+    options = {"max_new_tokens": 4, "min_new_tokens": 4, "hidden": True, "hidden_layer": 3}
+    (trace,) = nemotron.generate_trace(
+        PROMPTS[0], **trace_options(nemotron, **options, hidden_site="mlp")
+    )
+    mixer = nemotron.hf_model.model.layers[3].mixer
+    seen: list[torch.Tensor] = []
+    handle = mixer.register_forward_hook(lambda _m, _i, out: seen.append(out.detach()))
+    ids = np.concatenate([trace.prompt_ids, trace.token_ids])
+    with torch.inference_mode():
+        nemotron.hf_model(input_ids=torch.tensor(ids)[None])
+    handle.remove()
+    assert trace.hidden is not None and trace.hidden.shape == (32,)
+    np.testing.assert_allclose(trace.hidden, seen[0][0, -1].numpy(), atol=ATOL)
