@@ -146,10 +146,12 @@ def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
             f"{with_attention}",
             fix=f"read one of those (DRAGINConfig(attention_layer={with_attention[-1]}))",
         )
+    has_mlp = any(_mlp_child(each) is not None for each in layers)
+    seakr = "SeaKR" if has_mlp else "SeaKR with SeaKRConfig(hidden_site='residual'): no MLP here"
     raise AttentionUnavailableError(
         attn_implementation(model),
         f"no decoder layer has an attention sub-module ({kind}: a state-space model)",
-        fix="use a method that needs no attention (FLARE, SeaKR, the fixed schedules)",
+        fix=f"use a method that needs no attention (FLARE, the fixed schedules, {seakr})",
     )
 
 

@@ -155,7 +155,11 @@ def test_an_attention_method_on_a_state_space_model_names_the_methods_without(
     chat = ChatTransformers(model=str(tiny_models["mamba"]))
     with pytest.raises(AttentionUnavailableError, match="state-space model") as caught:
         create_dragin_graph(chat, RecordingRetriever())
-    assert "Fix: use a method that needs no attention (FLARE, SeaKR" in str(caught.value)
+    assert (
+        "Fix: use a method that needs no attention (FLARE, the fixed schedules, SeaKR with "
+        in str(caught.value)
+    )
+    assert "SeaKRConfig(hidden_site='residual'): no MLP here)" in str(caught.value)
 
 
 def test_seakr_reads_an_mlp_only_where_a_layer_has_one(tiny_models: dict[str, Path]) -> None:
