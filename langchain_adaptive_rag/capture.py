@@ -10,6 +10,7 @@ the model's device until the decoding step reads it back with the step's logits.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ __all__ = [
     "attn_implementation",
     "context_length",
     "decoder_layers",
-    "hidden_module",
+    "hidden_modules",
 ]
 
 
@@ -91,9 +92,25 @@ def _named_child(
     return None
 
 
-def _mlp_child(layer: nn.Module) -> nn.Module | None:
-    """A decoder layer's MLP (or mixture-of-experts) sub-module, or ``None``."""
-    return _named_child(layer, _MLP_NAMES, ("MLP", "MoE"))
+_SUMMED_MLP_NAMES = ("block_sparse_moe", "shared_mlp")
+"""Granite MoE's MLP output: its experts' output plus its shared MLP's, each present or
+``None``, called in this order."""
+
+
+def _mlp_parts(layer: nn.Module) -> tuple[nn.Module, ...]:
+    """The sub-modules whose outputs sum to a decoder layer's MLP output (none: no MLP).
+
+    One MLP or mixture of experts (by name, or Nemotron-H's MLP or MoE ``mixer``), or
+    Granite MoE's experts and shared MLP, in the order the layer calls them.
+    """
+    found = _named_child(layer, _MLP_NAMES, ("MLP", "MoE"))
+    if found is not None:
+        return (found,)
+    return tuple(
+        child
+        for child in (getattr(layer, name, None) for name in _SUMMED_MLP_NAMES)
+        if isinstance(child, nn.Module)
+    )
 
 
 def _layer_index(layer: int, num_layers: int, what: str) -> int:
@@ -146,7 +163,7 @@ def attention_module(model: PreTrainedModel, layer: int) -> nn.Module:
             f"{with_attention}",
             fix=f"read one of those (DRAGINConfig(attention_layer={with_attention[-1]}))",
         )
-    has_mlp = any(_mlp_child(each) is not None for each in layers)
+    has_mlp = any(_mlp_parts(each) for each in layers)
     seakr = "SeaKR" if has_mlp else "SeaKR with SeaKRConfig(hidden_site='residual'): no MLP here"
     raise AttentionUnavailableError(
         attn_implementation(model),
@@ -221,8 +238,11 @@ class AttentionCapture:
             self._route = None
 
 
-def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Module:
-    """The module whose output is the hidden state at ``layer`` and ``site``.
+def hidden_modules(model: PreTrainedModel, layer: int, site: HiddenSite) -> tuple[nn.Module, ...]:
+    """The modules whose outputs sum to the hidden state at ``layer`` and ``site``.
+
+    One module (the layer, or its MLP) but for Granite MoE's ``mlp`` site: its experts'
+    output plus its shared MLP's, called in that order.
 
     Args:
         model: A HuggingFace causal LM.
@@ -230,7 +250,7 @@ def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Mo
         site: ``residual`` (the layer's output) or ``mlp`` (its MLP's output).
 
     Returns:
-        The module to hook.
+        The modules to hook, in the order a forward pass calls them.
 
     Raises:
         HiddenLayerError: If the layer does not exist.
@@ -241,18 +261,18 @@ def hidden_module(model: PreTrainedModel, layer: int, site: HiddenSite) -> nn.Mo
     index = _layer_index(layer, len(layers), "Hidden-state")
     chosen = layers[index]
     if site == "residual":
-        return chosen
-    found = _mlp_child(chosen)
-    if found is not None:
+        return (chosen,)
+    found = _mlp_parts(chosen)
+    if found:
         return found
-    with_mlp = [i for i, each in enumerate(layers) if _mlp_child(each) is not None]
+    with_mlp = [i for i, each in enumerate(layers) if _mlp_parts(each)]
     mlp_fix = f", or hidden_layer={with_mlp[-1]} reads an MLP's output" if with_mlp else ""
     msg = (
         f"The MLP output of decoder layer {index} ({type(chosen).__name__}) was requested "
         f"(hidden_site='mlp'), but that layer has no MLP sub-module (looked for "
-        f"{_MLP_NAMES} and an MLP or mixture-of-experts mixer). Expected a layer with an "
-        f"MLP; this model's layers with one: {with_mlp}. Fix: hidden_site='residual' "
-        "(SeaKRConfig or CaptureOptions) reads the layer's output"
+        f"{_MLP_NAMES + _SUMMED_MLP_NAMES} and an MLP or mixture-of-experts mixer). "
+        f"Expected a layer with an MLP; this model's layers with one: {with_mlp}. Fix: "
+        "hidden_site='residual' (SeaKRConfig or CaptureOptions) reads the layer's output"
         f"{mlp_fix}."
     )
     raise AdaptiveRAGError(msg)
@@ -301,8 +321,10 @@ class CaptureHooks:
             if self._attention._route is not None:
                 self._deferrable = self._attention._route.sink
         if capture.hidden:
-            module = hidden_module(model, capture.hidden_layer, capture.hidden_site)
-            self._handles.append(module.register_forward_hook(self._on_hidden))
+            parts = hidden_modules(model, capture.hidden_layer, capture.hidden_site)
+            for index, module in enumerate(parts):  # the first sets, the others add
+                hook = functools.partial(self._on_hidden, first=index == 0)
+                self._handles.append(module.register_forward_hook(hook))
 
     @contextmanager
     def deferring_rows(self, enabled: bool) -> Iterator[bool]:
@@ -389,7 +411,7 @@ class CaptureHooks:
         if self.capture.attention_head_max:
             self.head_max = last.amax(dim=1)
 
-    def _on_hidden(self, module: nn.Module, args: object, output: object) -> None:
+    def _on_hidden(self, module: nn.Module, args: object, output: object, *, first: bool) -> None:
         if self.paused:
             return
         states = output[0] if isinstance(output, tuple) else output
@@ -400,8 +422,12 @@ class CaptureHooks:
         if states.ndim == 2 and isinstance(inputs, torch.Tensor) and inputs.ndim == 3:
             states = states.view(inputs.shape[0], -1, states.shape[-1])  # an MoE block's
             # tokens, flattened (Llama 4): back to (batch, positions, hidden)
-        self.hidden = states[:, -1, :].to(torch.float32, copy=True)  # later layers may
-        # write into their input in place
+        last = states[:, -1, :].to(torch.float32, copy=True)  # later layers may write
+        # into their input in place
+        if first or self.hidden is None:
+            self.hidden = last
+        else:  # a summed site's later part (Granite MoE's shared MLP)
+            self.hidden += last
 
     def remove(self) -> None:
         """Take the hooks off the model (and give a routed layer back its kernel)."""

@@ -41,7 +41,7 @@ from langchain_adaptive_rag.capture import (
     AttentionCapture,
     attn_implementation,
     decoder_layers,
-    hidden_module,
+    hidden_modules,
 )
 from langchain_adaptive_rag.decoding_loop import decode_together
 from langchain_adaptive_rag.engine import DecodeEngine
@@ -486,7 +486,7 @@ class ChatTransformers(BaseChatModel):
             AdaptiveRAGError: Naming the layers that have an MLP and the fix.
             HiddenLayerError: If the layer does not exist.
         """
-        hidden_module(self._hf_model, layer, site)
+        hidden_modules(self._hf_model, layer, site)
 
     def _probe_attention(self, layer: int) -> AttentionUnavailableError | None:
         def probe() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -378,3 +379,78 @@ def test_mlp_site_of_experts_that_flatten_their_tokens(
     (flat,) = [out[0] if isinstance(out, tuple) else out for out in outputs]
     assert flat.ndim == 2  # (tokens, hidden): what the hook is given
     np.testing.assert_allclose(trace.hidden, flat[-1].numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "family",
+    ["granitemoe", "granitemoeshared", "granitemoehybrid", "granitemoehybrid_dense"],
+)
+def test_mlp_site_of_granite_experts_and_shared_mlp(
+    tiny_model_dirs: dict[str, Path], tmp_path: Path, family: str
+) -> None:
+    """Granite MoE's MLP output is its experts' output plus its shared MLP's (either may
+    be absent): the hidden state read there is what the layer scales and adds to its
+    residual, ``(output - residual) / residual_multiplier``, measured around the layer."""
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dirs["llama"])
+    common: dict[str, Any] = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "residual_multiplier": 0.5,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 3,
+    }
+    if family == "granitemoe":
+        config: Any = transformers.GraniteMoeConfig(**common)
+        model: Any = transformers.GraniteMoeForCausalLM
+    elif family == "granitemoeshared":
+        config = transformers.GraniteMoeSharedConfig(**common, shared_intermediate_size=48)
+        model = transformers.GraniteMoeSharedForCausalLM
+    else:
+        experts = 0 if family.endswith("dense") else 4
+        config = transformers.GraniteMoeHybridConfig(
+            **{**common, "num_local_experts": experts},
+            shared_intermediate_size=48,
+            layers_block_type=["linear_attention", "attention"],
+            mamba_n_heads=4,
+            mamba_d_head=16,
+            mamba_d_state=8,
+            mamba_n_groups=1,
+            mamba_expand=2,
+        )
+        model = transformers.GraniteMoeHybridForCausalLM
+    torch.manual_seed(0)
+    model(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    chat = ChatTransformers(model=str(tmp_path))
+    seen: dict[str, torch.Tensor] = {}
+    for layer in (0, 1):
+        options = {"max_new_tokens": 4, "min_new_tokens": 4, "hidden": True, "hidden_layer": layer}
+        (trace,) = chat.generate_trace(PROMPT, **trace_options(chat, **options, hidden_site="mlp"))
+        decoder = decoder_layers(chat.hf_model)[layer]
+        seen.clear()
+        handles = [
+            decoder.post_attention_layernorm.register_forward_pre_hook(
+                lambda _m, args: seen.update(residual=args[0].clone())
+            ),
+            decoder.register_forward_hook(lambda _m, _a, out: seen.update(output=out)),
+        ]
+        ids = [*trace.prompt_ids.tolist(), *trace.token_ids.tolist()]
+        try:
+            with torch.no_grad():
+                chat.hf_model(input_ids=torch.tensor([ids]))
+        finally:
+            for handle in handles:
+                handle.remove()
+        output = seen["output"][0] if isinstance(seen["output"], tuple) else seen["output"]
+        want = (output[0, -1] - seen["residual"][0, -1]) / config.residual_multiplier
+        assert trace.hidden is not None
+        np.testing.assert_allclose(trace.hidden, want.numpy(), atol=ATOL)
