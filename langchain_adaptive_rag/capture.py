@@ -424,9 +424,10 @@ class CaptureHooks:
             # tokens, flattened (Llama 4): back to (batch, positions, hidden)
         last = states[:, -1, :].to(torch.float32, copy=True)  # later layers may write
         # into their input in place
-        if first or self.hidden is None:
+        if first:
             self.hidden = last
-        else:  # a summed site's later part (Granite MoE's shared MLP)
+        else:  # a summed site's later part (Granite MoE's shared MLP), after the first
+            assert self.hidden is not None
             self.hidden += last
 
     def remove(self) -> None:
