@@ -23,6 +23,7 @@ from langchain_adaptive_rag.evaluation.paths import check_output_file
 from langchain_adaptive_rag.evaluation.setup import batch_rows, load_chat_model
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
+from langchain_adaptive_rag.pretrained.cli import add_model_command
 from langchain_adaptive_rag.retrievers.cli import add_index_command
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
 
@@ -301,6 +302,7 @@ def _parser() -> argparse.ArgumentParser:
     signals.add_argument("--max-new-tokens", type=_positive, default=16, help="tokens to generate")
     add_eval_commands(commands)
     add_index_command(commands)
+    add_model_command(commands)
     return parser
 
 
