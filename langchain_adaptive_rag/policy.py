@@ -332,14 +332,39 @@ class Policy:
                 on_token=sink,
             )[0]
 
+    @staticmethod
+    def answer_ended(ctx: RunContext, trace: GenerationTrace) -> bool:
+        """Whether ``trace`` stopped at one of the prompts' stop strings (``QAPrompts.stop``).
+
+        The case's answer is one line, so a generation that stopped at its end has
+        nothing more to say: drafting again would start a new line. A stop at a method's
+        own sentence end (SeaKR's steps) or at the token budget has not ended it; an
+        end-of-sequence token leaves the next call nothing to generate, which ends the
+        run then.
+        """
+        return trace.finish_reason == "stop" and trace.stop_string in ctx.prompts.stop
+
     def accept(
-        self, ctx: RunContext, state: AdaptiveRAGState, new_text: str, new_tokens: int
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        new_text: str,
+        new_tokens: int,
+        *,
+        ended: bool = False,
     ) -> dict[str, object]:
-        """State update that appends ``new_text`` and says whether generation is over."""
+        """State update that appends ``new_text`` and says whether generation is over.
+
+        Generation is over when the text gives the answer (``answer_marker``), the budget
+        is spent, nothing was generated, the round limit is reached, or ``ended``: the
+        accepted text runs to the end of a generation that ended the answer
+        (:meth:`answer_ended`; drafting again would only start a new line).
+        """
         text = state.get("text", "") + new_text
         used = state.get("answer_tokens", 0) + new_tokens
         finished = (
-            ctx.prompts.answer_marker in text.lower()
+            ended
+            or ctx.prompts.answer_marker in text.lower()
             or used >= self.config.generate_max_length
             or new_tokens == 0
             or state.get("step", 0) + 1 >= self.config.max_rounds
@@ -350,6 +375,16 @@ class Policy:
             "answer_tokens": used,
             "finished": finished,
         }
+
+    def accept_draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """:meth:`accept` of the whole draft (over when the draft ended the answer)."""
+        return self.accept(
+            ctx,
+            state,
+            state.get("draft", ""),
+            len(state.get("draft_tokens", [])),
+            ended=state.get("draft_ended", False),
+        )
 
     @staticmethod
     def cut_query(ctx: RunContext, query: str, max_tokens: int) -> str:
@@ -381,6 +416,7 @@ class Policy:
         trace = self.generate(ctx, state)
         return {
             "draft": trace.text,
+            "draft_ended": self.answer_ended(ctx, trace),
             "draft_tokens": list(trace.tokens),
             "draft_logprobs": [float(x) for x in trace.logprobs],
             "draft_entropies": [float(x) for x in trace.entropies],
@@ -391,7 +427,7 @@ class Policy:
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Decide whether the draft needs retrieval; by default accept it whole."""
-        update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
+        update = self.accept_draft(ctx, state)
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = state.get("step", 0) + 1
         update["decision"] = retrieval_decision(update["step"], retrieve=False)  # type: ignore[arg-type]
@@ -413,7 +449,9 @@ class Policy:
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate with the retrieved documents and accept the whole continuation."""
         trace = self.generate(ctx, state, state.get("docs", []))
-        update = self.accept(ctx, state, trace.text, trace.num_tokens)
+        update = self.accept(
+            ctx, state, trace.text, trace.num_tokens, ended=self.answer_ended(ctx, trace)
+        )
         update["counts"] = bump(
             state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
         )
@@ -430,23 +468,36 @@ class Policy:
         """
         trace = self.generate(ctx, state, state.get("docs", []))
         sentence = first_sentence(trace.text)
-        update = self.accept(ctx, state, sentence, tokens_covering(trace.tokens, len(sentence)))
+        whole = not trace.text[len(sentence) :].strip()  # the sentence is all it said
+        update = self.accept(
+            ctx,
+            state,
+            sentence,
+            tokens_covering(trace.tokens, len(sentence)),
+            ended=whole and self.answer_ended(ctx, trace),
+        )
         update["counts"] = bump(
             state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
         )
         return update
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """Extract the answer; force one with ``So the answer is`` when it is missing."""
+        """Extract the answer; force one with ``So the answer is`` when it is missing.
+
+        A text that ends with the marker and nothing after it (the budget ran out there)
+        is continued as it is, without a second marker.
+        """
         text = state.get("text", "")
         answer = extract_answer(text, ctx.prompts.answer_marker, ctx.prompts.answer_kind)
         counts = state.get("counts")
         if answer is None:
+            stem, forced = text.rstrip(), ctx.prompts.forced_answer
+            if stem.lower().endswith(ctx.prompts.answer_marker.lower()):
+                text = stem + forced[len(forced.rstrip()) :]  # the marker's own spacing
+            else:
+                text = text + forced
             prompt = build_prompt(
-                ctx.prompts,
-                state["question"],
-                text + ctx.prompts.forced_answer,
-                history=state.get("chat_history", []),
+                ctx.prompts, state["question"], text, history=state.get("chat_history", [])
             )
             with token_stream(prompt, self.name) as sink:
                 trace = ctx.model.generate_trace(
@@ -455,6 +506,6 @@ class Policy:
                     on_token=sink,
                 )[0]
             answer = read_answer_as(trace.text, ctx.prompts.answer_kind)
-            text = text + ctx.prompts.forced_answer + trace.text
+            text = text + trace.text
             counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
         return {"answer": answer, "text": text, "counts": bump(counts)}

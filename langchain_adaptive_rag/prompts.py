@@ -123,7 +123,12 @@ def build_prompt(
 def extract_answer(
     text: str, marker: str = "the answer is", kind: AnswerKind = "span"
 ) -> str | None:
-    """The text after the last ``marker`` (case-insensitive), without trailing period.
+    """The first answer given after ``marker`` (case-insensitive), without trailing period.
+
+    The answer is the rest of the marker's line. As in the DRAGIN code, the first
+    occurrence counts (a draft generated past its line may start the next exemplar,
+    whose own "the answer is" follows); one with nothing after it on its line (a draft
+    cut by the budget) is skipped.
 
     Args:
         text: Generated answer text.
@@ -131,14 +136,13 @@ def extract_answer(
         kind: How the answer is read (:func:`read_answer_as`).
 
     Returns:
-        The answer, or ``None`` when the marker is absent.
+        The answer, or ``None`` when no marker is followed by an answer.
     """
-    matches = list(re.finditer(re.escape(marker), text, flags=re.IGNORECASE))
-    if not matches:
-        return None
-    answer = text[matches[-1].end() :].strip()
-    answer = answer.split("\n", 1)[0].strip()
-    return read_answer_as(answer, kind)
+    for match in re.finditer(re.escape(marker), text, flags=re.IGNORECASE):
+        answer = text[match.end() :].split("\n", 1)[0].strip()
+        if answer:
+            return read_answer_as(answer, kind)
+    return None
 
 
 def read_answer_as(answer: str, kind: AnswerKind = "span") -> str:

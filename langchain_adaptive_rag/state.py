@@ -148,6 +148,9 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
 
     draft: NotRequired[str]
     """Look-ahead text generated but not yet accepted."""
+    draft_ended: NotRequired[bool]
+    """Whether the draft stopped at the prompts' stop string, ending the answer's line
+    (``Policy.answer_ended``): accepted whole, it finishes the run."""
     draft_tokens: NotRequired[list[str]]
     """Token pieces of the draft."""
     draft_logprobs: NotRequired[list[float]]

@@ -179,8 +179,8 @@ class DRAGINPolicy(Policy):
         sentence_texts: list[str] = []
         if reference:  # the code's sentences (spaCy) and its word ranges for them
             sentence_texts = load_sentence_splitter(self.config.spacy_model)(trace.text)
-            spans = reference_sentence_spans(sentence_texts, [w.text for w in words])
-            sentences = _before_answer(sentence_texts, spans, ctx.prompts.answer_marker)
+            # every sentence is scored, the answer's too: "the answer is" only ends the loop
+            sentences = reference_sentence_spans(sentence_texts, [w.text for w in words])
         else:
             sentences = word_sentences(words, tokens)
         content = self._content(words, tokens, sentences, sentence_texts)
@@ -192,6 +192,7 @@ class DRAGINPolicy(Policy):
         )
         return {
             "draft": trace.text,
+            "draft_ended": self.answer_ended(ctx, trace),
             "draft_tokens": tokens,
             "draft_logprobs": [float(x) for x in trace.logprobs],
             "draft_entropies": [float(x) for x in trace.entropies],
@@ -224,7 +225,7 @@ class DRAGINPolicy(Policy):
                     ctx, state, f"{text.strip()} {state.get('draft', '').strip()}", len(tokens)
                 )
             else:
-                update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
+                update = self.accept_draft(ctx, state)
             update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
             update["decision"] = retrieval_decision(
                 step,
@@ -444,18 +445,6 @@ class DRAGINPolicy(Policy):
             )
             raise AdaptiveRAGError(msg)
         return model  # type: ignore[return-value]
-
-
-def _before_answer(
-    sentences: Sequence[str], spans: Sequence[tuple[int, int]], marker: str
-) -> list[tuple[int, int]]:
-    """The word ranges RIND checks: those of the sentences before the answer sentence."""
-    checked: list[tuple[int, int]] = []
-    for sentence, span in zip(sentences, spans, strict=True):
-        if marker in sentence.lower():
-            break
-        checked.append(span)
-    return checked
 
 
 def _token_count(ctx: RunContext, text: str) -> int:

@@ -114,7 +114,9 @@ class FixLengthPolicy(_RetrieveEveryRound):
         """Generate the next ``fix_length`` tokens with the documents; accept them all."""
         chunk = min(self.config.fix_length, self.remaining(state))
         trace = self.generate(ctx, state, state.get("docs", []), max_new_tokens=chunk)
-        update = self.accept(ctx, state, trace.text, trace.num_tokens)
+        update = self.accept(
+            ctx, state, trace.text, trace.num_tokens, ended=self.answer_ended(ctx, trace)
+        )
         update["counts"] = bump(
             state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
         )

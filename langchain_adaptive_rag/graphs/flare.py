@@ -6,7 +6,9 @@ Algorithm, one round:
 2. score_need: split it into sentences; the first sentence with an uncertain token
    (``p < theta``; or ``mean(1 - p) > theta`` in the DRAGIN code's variant) triggers
    retrieval; the sentences before it are accepted;
-3. formulate_query: the uncertain sentence without its tokens of ``p < beta`` (masked query);
+3. formulate_query: the uncertain sentence without its tokens of ``p < beta`` (masked query;
+   when every token is masked, no query is sent and the sentence is kept, as the FLARE
+   code, which issues only non-empty queries);
 4. retrieve the top documents;
 5. continue_generation: regenerate from the accepted text with the documents and accept
    the first sentence;
@@ -35,6 +37,7 @@ from langchain_adaptive_rag.pos import load_sentence_splitter
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
+    FlareDecision,
     flare_sentence_score,
     masked_query,
     reference_flare_windows,
@@ -77,7 +80,8 @@ class FLAREConfig(GenerationConfig):
       overwrites the character before the cursor (usually the final period); whitespace
       is kept. Paper: tokens with ``p < beta`` dropped, whitespace collapsed.
     - An all-masked sentence gives a blank query: nothing is retrieved and the sentence is
-      regenerated without documents. Paper: the question is the query.
+      regenerated without documents. Paper: no query is sent and the sentence is kept as
+      drafted, as the FLARE code does with ``trigger="any_token"`` too.
 
     Tokens are compared without their leading space (Llama-2's tokenizer decodes a lone
     token so) and sentences are spaCy's (``spacy_model``, or its rule-based
@@ -126,10 +130,12 @@ class FLAREPolicy(Policy):
             if not decision.uncertain:
                 continue
             query = masked_query(tokens[start:end], probs[start:end], self.config.beta)
+            if not query.strip():
+                return self._keep_unqueried(ctx, state, end, start + decision.position, decision)
             return self._retrieve_at(
                 ctx, state, start, start + decision.position, decision.score, query
             )
-        update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
+        update = self.accept_draft(ctx, state)
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = step
         scores = [
@@ -139,6 +145,42 @@ class FLAREPolicy(Policy):
         closest = (min if self.config.trigger == "any_token" else max)(scores, default=None)
         update["decision"] = retrieval_decision(
             step, retrieve=False, score=closest, threshold=self.config.theta
+        )
+        return update
+
+    def _keep_unqueried(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        end: int,
+        trigger: int,
+        decision: FlareDecision,
+    ) -> dict[str, object]:
+        """Keep the draft through the uncertain sentence: every token was masked.
+
+        The FLARE code sends only non-empty queries; with nothing to ask, the sentence is
+        generated on without new documents, which a greedy model writes as drafted.
+        """
+        tokens = state.get("draft_tokens", [])
+        whole = end >= len(tokens)
+        update = self.accept(
+            ctx,
+            state,
+            "".join(tokens[:end]),
+            end,
+            ended=whole and state.get("draft_ended", False),
+        )
+        step = state.get("step", 0) + 1
+        update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
+        update["decision"] = retrieval_decision(
+            step,
+            retrieve=False,
+            score=decision.score,
+            threshold=self.config.theta,
+            trigger_position=trigger,
+            trigger_word=tokens[trigger].strip(),
+            note="every token of the uncertain sentence was masked: no query, nothing "
+            "retrieved (as the FLARE code)",
         )
         return update
 
@@ -207,7 +249,7 @@ class FLAREPolicy(Policy):
             )
             cut = _tokens_before(tokens, starts[index])
             return self._retrieve_at(ctx, state, cut, trigger, score, query)
-        update = self.accept(ctx, state, state.get("draft", ""), len(tokens))
+        update = self.accept_draft(ctx, state)
         update["route"] = "finalize" if update["finished"] else "draft"
         update["step"] = step
         update["decision"] = retrieval_decision(
@@ -218,13 +260,13 @@ class FLAREPolicy(Policy):
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The masked uncertain sentence.
 
-        The question when every token was masked, except in reference mode with
-        ``trigger="mean"``, where a blank query retrieves nothing.
+        Reference mode with ``trigger="mean"`` cuts it to ``query_max_tokens`` tokens and
+        sends a blank one as it is.
         """
         query = str(state.get("query_inputs", {}).get("query", ""))
         if self.config.trigger == "mean" and self.config.mode == "reference":
             return self.cut_query(ctx, query, self.config.query_max_tokens)
-        return query or state["question"]
+        return query
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Regenerate the uncertain sentence with the documents."""

@@ -210,6 +210,8 @@ class _Step:
     uncertainty: float
     generated: int
     calls: int
+    ended: bool
+    """Whether the greedy step ended the answer (``Policy.answer_ended``)."""
 
 
 class SeaKRPolicy(Policy):
@@ -308,6 +310,7 @@ class SeaKRPolicy(Policy):
             uncertainty=uncertainty,
             generated=generated,
             calls=calls,
+            ended=self.answer_ended(ctx, greedy),
         )
 
     def _uncertainty(self, greedy: GenerationTrace, samples: Sequence[GenerationTrace]) -> float:
@@ -352,6 +355,7 @@ class SeaKRPolicy(Policy):
         )
         return {
             "draft": step.text,
+            "draft_ended": step.ended,
             "draft_tokens": step.tokens,
             "draft_logprobs": step.logprobs,
             "draft_entropies": step.entropies,
@@ -386,7 +390,7 @@ class SeaKRPolicy(Policy):
                 trigger_word=state.get("draft", "").strip(),
             )
             return {"route": "retrieve", "step": step, "decision": decision}
-        update = self.accept(ctx, state, state.get("draft", ""), len(state.get("draft_tokens", [])))
+        update = self.accept_draft(ctx, state)
         update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
         update["decision"] = retrieval_decision(
             step, retrieve=False, score=uncertainty, threshold=self.config.delta
@@ -445,6 +449,7 @@ class SeaKRPolicy(Policy):
             "kept_docs": kept,
             "rerank_order": [rank],
             "draft": step.text,
+            "draft_ended": step.ended,
             "draft_tokens": step.tokens,
             "draft_logprobs": step.logprobs,
             "draft_entropies": step.entropies,
@@ -454,13 +459,11 @@ class SeaKRPolicy(Policy):
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Accept the step generated with the kept document (or generate one without)."""
         if state.get("rerank_order"):
-            return self.accept(
-                ctx, state, state.get("draft", ""), len(state.get("draft_tokens", []))
-            )
+            return self.accept_draft(ctx, state)
         step = self._sample(
             ctx, self._step_prompt(ctx, state, state.get("docs", [])), self.remaining(state)
         )
-        update = self.accept(ctx, state, step.text, len(step.tokens))
+        update = self.accept(ctx, state, step.text, len(step.tokens), ended=step.ended)
         update["counts"] = bump(
             state.get("counts"),
             llm_calls=step.calls,

@@ -314,17 +314,20 @@ def test_reference_loop_keeps_the_codes_prompt_spacing() -> None:
     assert result["answer"] == "1931" and result["retrievals"] == []
 
 
-def test_reference_checks_only_the_sentences_before_the_answer() -> None:
+def test_both_modes_score_the_sentence_that_gives_the_answer() -> None:
+    # the DRAGIN code's modifier scores every sentence; "the answer is" only ends its loop
     tokens = (" Anna", " Berg", " directed", " it.", " So", " the", " answer", " is", " 1931.")
     entropies = (0.1,) * 8 + (5.0,)  # only the answer sentence is uncertain
     draft = ScriptedResponse("".join(tokens), tokens=tokens, entropies=entropies)
-    for mode, retrievals in (("reference", 0), ("paper", 1)):
-        model = _model(draft, " Anna Berg was born in 1930.", " So the answer is 1930.")
+    for mode in ("reference", "paper"):
+        model = _model(draft, " So the answer is 1930.", " So the answer is 1930.")
         config = DRAGINConfig(mode=mode)  # type: ignore[arg-type]
         result = create_dragin_graph(
             model, RecordingRetriever(), config=config, prompts=NO_SHOTS
         ).invoke({"question": QUESTION})
-        assert len(result["retrievals"]) == retrievals, mode
+        assert len(result["retrievals"]) == 1, mode
+        assert result["retrievals"][0]["trigger_word"] == "1931.", mode
+        assert result["answer"] == "1930", mode
 
 
 def test_reference_loop_ends_on_the_text_token_count() -> None:

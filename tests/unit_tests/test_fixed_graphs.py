@@ -99,6 +99,7 @@ def test_fix_length_retrieves_every_n_tokens_with_the_previous_chunk() -> None:
             " who was born",
             " in 1931. So",
             " the answer is 1931.",
+            "1931.",  # the budget cut the text after "the answer is": it is continued
         ]
     )
     retriever = RecordingRetriever()
@@ -116,7 +117,11 @@ def test_fix_length_retrieves_every_n_tokens_with_the_previous_chunk() -> None:
         "who was born",
         "in 1931. So",
     ]
-    assert result["text"] == " Blue Harbour was by Anna Berg who was born in 1931. So the answer is"
+    assert result["text"] == (
+        " Blue Harbour was by Anna Berg who was born in 1931. So the answer is 1931."
+    )
+    assert result["answer"] == "1931"
+    assert model.prompts[-1].endswith("in 1931. So the answer is ")
     assert result["counts"]["retrievals"] == 5
     assert [e["step"] for e in result["retrievals"]] == [0, 1, 2, 3, 4]
     # each chunk is generated after the text accepted so far

@@ -85,12 +85,22 @@ def test_flare_confident_answer_never_retrieves() -> None:
     assert result["retrievals"] == [] and result["answer"] == "1931"
 
 
-def test_fully_masked_query_falls_back_to_the_question() -> None:
+def test_fully_masked_sentence_sends_no_query_and_is_kept() -> None:
+    # the FLARE code issues only non-empty queries: with every token masked nothing is
+    # retrieved and generation goes on from the sentence as drafted
     draft = ScriptedResponse(" Maybe 1931.", tokens=(" Maybe", " 1931."), logprobs=(LOG(0.1),) * 2)
-    model = FakeTraceModel([draft, " So the answer is 1931."])
-    retriever = RecordingRetriever()
-    create_flare_graph(model, retriever, prompts=NO_SHOTS).invoke({"question": QUESTION})
-    assert retriever.queries == [QUESTION]
+    for mode in ("reference", "paper"):
+        model = FakeTraceModel([draft, " So the answer is 1931."])
+        retriever = RecordingRetriever()
+        graph = create_flare_graph(
+            model, retriever, config=FLAREConfig(mode=mode), prompts=NO_SHOTS
+        )
+        updates = list(graph.stream({"question": QUESTION}, stream_mode="updates"))
+        assert retriever.queries == [], mode
+        decision = next(u["score_need"] for u in updates if "score_need" in u)["decision"]
+        assert decision["retrieve"] is False and "masked" in decision["note"], mode
+        assert model.prompts[1].endswith("Answer: Maybe 1931."), mode
+        assert updates[-1]["finalize"]["answer"] == "1931", mode
 
 
 def test_flare_config_is_checked() -> None:
