@@ -74,8 +74,12 @@ class QAPrompts:
     """The question being answered; the answer so far follows it."""
     answer_marker: str = "the answer is"
     """Generation stops once this appears; the answer is the text after it."""
-    forced_answer: str = " So the answer is "
-    """Appended when no answer was given, to force one."""
+    forced_answer: str = " So the answer is"
+    """Appended when no answer was given, to force one. The DRAGIN evaluation code appends
+    a trailing space; without it here, because tokenizers that attach a space to the word
+    after it (SentencePiece's ``▁``, byte-level BPE's ``Ġ``: Gemma, Llama 3, GPT-2) never
+    saw a lone space before an answer: Gemma 3 270M then answered "1." in every forced
+    HotpotQA case tried, and the answer itself without the space."""
     history_template: str = "Question: {question}\nAnswer: {answer}\n"
     """One earlier chat turn; fields ``question`` and ``answer``."""
     stop: tuple[str, ...] = field(default=("\n",))

@@ -26,7 +26,7 @@ def test_a_line_ended_without_the_answer_is_finalized_once(method: str) -> None:
     confident = ScriptedResponse(LINE, logprobs=(0.0,) * len(ScriptedResponse(LINE).pieces()))
     # exactly two calls are scripted: the line, then the forced answer; a third call
     # (drafting on after the newline) fails the test
-    model = FakeTraceModel([confident, "1931."])
+    model = FakeTraceModel([confident, " 1931."])
     graph = create_adaptive_rag_graph(model, RecordingRetriever(), method, prompts=NO_SHOTS)
     result = graph.invoke({"question": QUESTION})
     assert result["answer"] == "1931"
@@ -55,7 +55,7 @@ def test_the_first_answer_given_counts() -> None:
 
 
 def test_a_text_cut_after_the_marker_is_continued_not_marked_twice() -> None:
-    model = FakeTraceModel([" So the answer is", "1929."])  # the budget ends at "is"
+    model = FakeTraceModel([" So the answer is", " 1929."])  # the budget ends at "is"
     config = GenerationConfig(generate_max_length=4)
     graph = create_adaptive_rag_graph(
         model, RecordingRetriever(), "no_retrieval", config=config, prompts=NO_SHOTS
@@ -63,4 +63,4 @@ def test_a_text_cut_after_the_marker_is_continued_not_marked_twice() -> None:
     result = graph.invoke({"question": QUESTION})
     assert result["answer"] == "1929"
     assert result["text"] == " So the answer is 1929."
-    assert model.prompts[1].endswith("Answer: So the answer is ")
+    assert model.prompts[1].endswith("Answer: So the answer is")

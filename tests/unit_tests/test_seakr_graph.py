@@ -138,7 +138,7 @@ def test_a_reading_without_an_answer_is_forced() -> None:
     ).invoke({"question": QUESTION})
     forced_prompt = str(model.calls[-1]["prompt"])
     assert forced_prompt.startswith("Context:\n[1] " + PASSAGES[1])
-    assert forced_prompt.endswith("Answer: Anna Berg was born in 1930. So the answer is ")
+    assert forced_prompt.endswith("Answer: Anna Berg was born in 1930. So the answer is")
     assert result["answer"] == "1931"
     assert result["counts"]["llm_calls"] == 8 * 3
 
