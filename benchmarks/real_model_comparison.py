@@ -1,0 +1,225 @@
+"""The papers' comparison on real questions with a real pretrained model (Gemma 3 270M).
+
+Every method answers the first ``--limit`` questions of the HotpotQA and 2WikiMultihopQA
+dev500 samples with BM25 over the 41,417-passage corpus, through ``adaptive-rag eval``
+(each run writes as it goes and resumes: rerun the same command to extend or finish it);
+Vanilla and TA-ARE also decide on the RetrievalQA subset, whose 250 questions all need
+retrieval (retrieval accuracy = the share that retrieved). Printed per method: n, EM and
+F1 with 95% intervals (Wilson for EM, bootstrap for F1), retrievals, LLM calls, generated
+tokens and seconds per question; then paired bootstrap differences for the papers' claims
+(a difference is significant when its 95% interval excludes 0).
+
+Run: ``python benchmarks/real_model_comparison.py --limit 100 --concurrency 8
+--out runs/gemma`` (the model is fetched and converted once by ``get_gemma_3_270m``;
+``--data-dir`` defaults to ``../shared/data``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from langchain_adaptive_rag.pretrained import get_gemma_3_270m
+
+DATASETS = {
+    "hotpotqa": "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl",
+    "2wikimultihopqa": "2wikimultihopqa/2wiki_adarag_dev500_ctx.jsonl",
+}
+METHODS = [
+    "no_retrieval",
+    "single_round",
+    "fix_length",
+    "fix_sentence",
+    "flare",
+    "dragin",
+    "seakr",
+    "vanilla",
+    "ta_are",
+]
+NAMES = {
+    "no_retrieval": "wo-RAG",
+    "single_round": "SR-RAG",
+    "fix_length": "FL-RAG",
+    "fix_sentence": "FS-RAG",
+    "flare": "FLARE",
+    "dragin": "DRAGIN",
+    "seakr": "SeaKR",
+    "vanilla": "Vanilla",
+    "ta_are": "TA-ARE",
+}
+# the papers' claims as (better, worse) pairs compared on the same questions
+CLAIMS = [
+    ("dragin", "flare"),
+    ("dragin", "fix_length"),
+    ("dragin", "fix_sentence"),
+    ("dragin", "single_round"),
+    ("dragin", "no_retrieval"),
+    ("seakr", "dragin"),
+    ("seakr", "flare"),
+    ("single_round", "no_retrieval"),
+]
+SEED = 0
+
+
+def wilson(hits: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a proportion."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap(values: np.ndarray, rounds: int = 2000) -> tuple[float, float]:
+    """95% percentile bootstrap interval of a mean."""
+    if values.size == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(SEED)
+    means = values[rng.integers(0, values.size, (rounds, values.size))].mean(axis=1)
+    return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+
+
+def run_eval(args: argparse.Namespace, method: str, dataset: str, data: Path, out: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "langchain_adaptive_rag.cli",
+        "eval",
+        "--method",
+        method,
+        "--dataset",
+        dataset,
+        "--data",
+        str(data),
+        "--model",
+        str(args.model),
+        "--limit",
+        str(args.limit if dataset != "retrievalqa" else args.retrievalqa_limit),
+        "--concurrency",
+        str(args.concurrency),
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    if dataset != "retrievalqa":
+        command += ["--index", str(args.out / "index")]
+    print("$", " ".join(command[2:]), flush=True)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
+
+def read(out: Path) -> list[dict[str, Any]]:
+    path = out / "results.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if not r.get("error")]
+
+
+def row_of(name: str, rows: list[dict[str, Any]]) -> str:
+    n = len(rows)
+    em = np.array([r["metrics"]["em"] for r in rows], dtype=float)
+    f1 = np.array([r["metrics"]["f1"] for r in rows], dtype=float)
+    lo, hi = wilson(em.sum(), n)
+    flo, fhi = bootstrap(f1)
+
+    def per_q(key: str) -> float:
+        return float(np.mean([r["counts"][key] for r in rows])) if rows else math.nan
+
+    seconds = float(np.mean([r["seconds"] for r in rows])) if rows else math.nan
+    return (
+        f"| {name} | {n} | {em.mean():.3f} [{lo:.3f}, {hi:.3f}] | {f1.mean():.3f} "
+        f"[{flo:.3f}, {fhi:.3f}] | {per_q('retrievals'):.2f} | {per_q('llm_calls'):.1f} | "
+        f"{per_q('generated_tokens'):.1f} | {seconds:.1f} |"
+    )
+
+
+def paired(a: list[dict[str, Any]], b: list[dict[str, Any]], key: str) -> str:
+    """Mean difference a - b over shared questions with a 95% paired bootstrap interval."""
+    left = {r["id"]: r["metrics"][key] for r in a}
+    right = {r["id"]: r["metrics"][key] for r in b}
+    shared = sorted(left.keys() & right.keys())
+    if not shared:
+        return "-"
+    diff = np.array([left[q] - right[q] for q in shared], dtype=float)
+    lo, hi = bootstrap(diff)
+    mark = " *" if lo > 0 or hi < 0 else ""
+    return f"{diff.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]{mark} (n={len(shared)})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=100, help="questions per dataset")
+    parser.add_argument("--retrievalqa-limit", type=int, default=250)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--model", type=Path, help="model directory (default: Gemma 3 270M)")
+    parser.add_argument("--out", type=Path, default=Path("runs/gemma"))
+    parser.add_argument("--report-only", action="store_true", help="print the tables only")
+    args = parser.parse_args()
+    methods = args.methods.split(",")
+    datasets = args.datasets.split(",")
+    args.model = args.model or get_gemma_3_270m()
+    args.out.mkdir(parents=True, exist_ok=True)
+    corpus = args.data_dir / "corpus" / "wiki_passages_mixed.jsonl"
+    if not args.report_only:
+        if not (args.out / "index").exists():
+            index = [sys.executable, "-m", "langchain_adaptive_rag.cli", "index", str(corpus)]
+            subprocess.run([*index, "--out", str(args.out / "index")], check=True)
+        for dataset in datasets:
+            for method in methods:
+                run_eval(
+                    args,
+                    method,
+                    dataset,
+                    args.data_dir / DATASETS[dataset],
+                    args.out / f"{dataset}-{method}",
+                )
+        for method in ("vanilla", "ta_are"):
+            if method in methods:
+                data = args.data_dir / "retrievalqa" / "retrievalqa_gpt4.jsonl"
+                run_eval(args, method, "retrievalqa", data, args.out / f"retrievalqa-{method}")
+    results = {(d, m): read(args.out / f"{d}-{m}") for d in datasets for m in methods}
+    for dataset in datasets:
+        print(f"\n{dataset} (Gemma 3 270M, BM25 top 3 over 41,417 passages)\n")
+        print(
+            "| method | n | EM [95% CI] | F1 [95% CI] | retrievals/q | LLM calls/q "
+            "| tokens/q | s/q |"
+        )
+        print("|---|---:|---|---|---:|---:|---:|---:|")
+        for method in methods:
+            print(row_of(NAMES[method], results[(dataset, method)]))
+        print("\nPaired differences on the same questions (* : 95% interval excludes 0)\n")
+        print("| claim | EM difference | F1 difference |")
+        print("|---|---|---|")
+        for better, worse in CLAIMS:
+            if better in methods and worse in methods:
+                a, b = results[(dataset, better)], results[(dataset, worse)]
+                print(
+                    f"| {NAMES[better]} > {NAMES[worse]} | {paired(a, b, 'em')} | "
+                    f"{paired(a, b, 'f1')} |"
+                )
+    print("\nRetrievalQA subset (all questions need retrieval)\n")
+    print("| method | n | retrieval accuracy [95% CI] | match |")
+    print("|---|---:|---|---:|")
+    for method in ("vanilla", "ta_are"):
+        rows = read(args.out / f"retrievalqa-{method}")
+        n = len(rows)
+        hits = sum(1 for r in rows if r["counts"]["retrievals"] > 0)
+        lo, hi = wilson(hits, n)
+        match = float(np.mean([r["metrics"].get("match", 0.0) for r in rows])) if rows else 0.0
+        accuracy = hits / n if n else math.nan
+        print(f"| {NAMES[method]} | {n} | {accuracy:.3f} [{lo:.3f}, {hi:.3f}] | {match:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
