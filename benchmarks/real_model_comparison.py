@@ -166,8 +166,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/gemma"))
     parser.add_argument("--report-only", action="store_true", help="print the tables only")
     args = parser.parse_args()
-    methods = args.methods.split(",")
-    datasets = args.datasets.split(",")
+    methods = [m for m in args.methods.split(",") if m]
+    datasets = [d for d in args.datasets.split(",") if d]  # "": RetrievalQA alone
     args.model = args.model or get_gemma_3_270m()
     args.out.mkdir(parents=True, exist_ok=True)
     corpus = args.data_dir / "corpus" / "wiki_passages_mixed.jsonl"
