@@ -59,7 +59,18 @@ from langchain_adaptive_rag.signals import (
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
 from langchain_adaptive_rag.streaming import token_stream
 
-__all__ = ["AttentionModel", "DRAGINConfig", "DRAGINPolicy", "create_dragin_graph"]
+__all__ = [
+    "EVALUATION_CUTS",
+    "AttentionModel",
+    "DRAGINConfig",
+    "DRAGINPolicy",
+    "create_dragin_graph",
+]
+
+EVALUATION_CUTS = ("Question:", "#10000000", "Note:")
+"""Where the DRAGIN code's evaluation cuts a prediction before reading its answer (the
+first occurrence of each, unless at the very start): its unstopped drafts run on into the
+next exemplar."""
 
 
 class AttentionModel(TraceModel, Protocol):
@@ -412,6 +423,17 @@ class DRAGINPolicy(Policy):
                 on_token=sink,
             )[0]
 
+    def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Extract (or force) the answer.
+
+        Reference mode first cuts the text as the DRAGIN code's evaluation does
+        (:data:`EVALUATION_CUTS`), so an answer the model went on to give to a made-up
+        next question is not read.
+        """
+        if self.config.mode == "reference":
+            state = {**state, "text": _cut_for_evaluation(state.get("text", ""))}
+        return super().finalize(ctx, state)
+
     def _accept_reference(
         self, ctx: RunContext, state: AdaptiveRAGState, text: str, new_tokens: int
     ) -> dict[str, object]:
@@ -445,6 +467,15 @@ class DRAGINPolicy(Policy):
             )
             raise AdaptiveRAGError(msg)
         return model  # type: ignore[return-value]
+
+
+def _cut_for_evaluation(text: str) -> str:
+    """``text`` before the first of :data:`EVALUATION_CUTS` found after its start."""
+    for word in EVALUATION_CUTS:
+        position = text.find(word)
+        if position > 0:
+            text = text[:position]
+    return text
 
 
 def _token_count(ctx: RunContext, text: str) -> int:

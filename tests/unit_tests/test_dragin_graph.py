@@ -344,3 +344,18 @@ def test_reference_loop_ends_on_the_text_token_count() -> None:
         "Blue Harbour was directed by Anna Berg. Anna Berg was born in 1930. So the answer is"
     )
     assert result["answer"] == "1930"
+
+
+def test_reference_reads_the_answer_before_the_next_made_up_question() -> None:
+    # the DRAGIN code's drafts have no stop string: a base model answers its own next
+    # "Question:" after the case's line; its evaluation cuts the text there first
+    line = " Anna Berg.\nQuestion: Who wrote it?\nAnswer: Carl Lind. So the answer is Carl Lind."
+    quiet = ScriptedResponse(line, entropies=(0.0,) * len(ScriptedResponse(line).pieces()))
+    for mode, answer in (("reference", "Anna Berg"), ("paper", "Anna Berg")):
+        model = _model(quiet, " Anna Berg.")
+        config = DRAGINConfig(mode=mode)  # type: ignore[arg-type]
+        result = create_dragin_graph(
+            model, RecordingRetriever(), config=config, prompts=NO_SHOTS
+        ).invoke({"question": QUESTION})
+        assert result["answer"] == answer, mode
+        assert "Carl" not in result["text"], mode
