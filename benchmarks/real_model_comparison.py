@@ -6,7 +6,8 @@ dev500 samples with BM25 over the 41,417-passage corpus, through ``adaptive-rag 
 Vanilla and TA-ARE also decide on the RetrievalQA subset, whose 250 questions all need
 retrieval (retrieval accuracy = the share that retrieved). Printed per method: n, EM and
 F1 with 95% intervals (Wilson for EM, bootstrap for F1), retrievals, LLM calls, generated
-tokens and seconds per question; then paired bootstrap differences for the papers' claims
+tokens and seconds per question (each question's own wall time while ``--concurrency``
+questions decode together); then paired bootstrap differences for the papers' claims
 (a difference is significant when its 95% interval excludes 0).
 
 Run: ``python benchmarks/real_model_comparison.py --limit 100 --concurrency 8
@@ -125,6 +126,8 @@ def read(out: Path) -> list[dict[str, Any]]:
 
 def row_of(name: str, rows: list[dict[str, Any]]) -> str:
     n = len(rows)
+    if n == 0:
+        return f"| {name} | 0 | not run | | | | | |"
     em = np.array([r["metrics"]["em"] for r in rows], dtype=float)
     f1 = np.array([r["metrics"]["f1"] for r in rows], dtype=float)
     lo, hi = wilson(em.sum(), n)
@@ -193,7 +196,7 @@ def main() -> None:
         print(f"\n{dataset} (Gemma 3 270M, BM25 top 3 over 41,417 passages)\n")
         print(
             "| method | n | EM [95% CI] | F1 [95% CI] | retrievals/q | LLM calls/q "
-            "| tokens/q | s/q |"
+            "| tokens/q | s/q at 8 |"
         )
         print("|---|---:|---|---|---:|---:|---:|---:|")
         for method in methods:
@@ -209,8 +212,8 @@ def main() -> None:
                     f"{paired(a, b, 'f1')} |"
                 )
     print("\nRetrievalQA subset (all questions need retrieval)\n")
-    print("| method | n | retrieval accuracy [95% CI] | match |")
-    print("|---|---:|---|---:|")
+    print("| method | n | retrieval accuracy [95% CI] | decisions parsed | match |")
+    print("|---|---:|---|---:|---:|")
     for method in ("vanilla", "ta_are"):
         rows = read(args.out / f"retrievalqa-{method}")
         n = len(rows)
@@ -218,7 +221,16 @@ def main() -> None:
         lo, hi = wilson(hits, n)
         match = float(np.mean([r["metrics"].get("match", 0.0) for r in rows])) if rows else 0.0
         accuracy = hits / n if n else math.nan
-        print(f"| {NAMES[method]} | {n} | {accuracy:.3f} [{lo:.3f}, {hi:.3f}] | {match:.3f} |")
+        # an unparseable decision retrieves by default: its note says so
+        parsed = sum(
+            1
+            for r in rows
+            if not any("unparseable" in (e.get("note") or "") for e in r["retrievals"])
+        )
+        print(
+            f"| {NAMES[method]} | {n} | {accuracy:.3f} [{lo:.3f}, {hi:.3f}] | {parsed} | "
+            f"{match:.3f} |"
+        )
 
 
 if __name__ == "__main__":
