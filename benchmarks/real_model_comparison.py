@@ -27,34 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 
 DATASETS = {
     "hotpotqa": "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl",
     "2wikimultihopqa": "2wikimultihopqa/2wiki_adarag_dev500_ctx.jsonl",
 }
-METHODS = [
-    "no_retrieval",
-    "single_round",
-    "fix_length",
-    "fix_sentence",
-    "flare",
-    "dragin",
-    "seakr",
-    "vanilla",
-    "ta_are",
-]
-NAMES = {
-    "no_retrieval": "wo-RAG",
-    "single_round": "SR-RAG",
-    "fix_length": "FL-RAG",
-    "fix_sentence": "FS-RAG",
-    "flare": "FLARE",
-    "dragin": "DRAGIN",
-    "seakr": "SeaKR",
-    "vanilla": "Vanilla",
-    "ta_are": "TA-ARE",
-}
+METHODS = list(AVAILABLE_METHODS)
 # the papers' claims as (better, worse) pairs compared on the same questions
 CLAIMS = [
     ("dragin", "flare"),
@@ -200,7 +180,7 @@ def main() -> None:
         )
         print("|---|---:|---|---|---:|---:|---:|---:|")
         for method in methods:
-            print(row_of(NAMES[method], results[(dataset, method)]))
+            print(row_of(display_name(method), results[(dataset, method)]))
         print("\nPaired differences on the same questions (* : 95% interval excludes 0)\n")
         print("| claim | EM difference | F1 difference |")
         print("|---|---|---|")
@@ -208,7 +188,7 @@ def main() -> None:
             if better in methods and worse in methods:
                 a, b = results[(dataset, better)], results[(dataset, worse)]
                 print(
-                    f"| {NAMES[better]} > {NAMES[worse]} | {paired(a, b, 'em')} | "
+                    f"| {display_name(better)} > {display_name(worse)} | {paired(a, b, 'em')} | "
                     f"{paired(a, b, 'f1')} |"
                 )
     print("\nRetrievalQA subset (all questions need retrieval)\n")
@@ -228,7 +208,7 @@ def main() -> None:
             if not any("unparseable" in (e.get("note") or "") for e in r["retrievals"])
         )
         print(
-            f"| {NAMES[method]} | {n} | {accuracy:.3f} [{lo:.3f}, {hi:.3f}] | {parsed} | "
+            f"| {display_name(method)} | {n} | {accuracy:.3f} [{lo:.3f}, {hi:.3f}] | {parsed} | "
             f"{match:.3f} |"
         )
 
