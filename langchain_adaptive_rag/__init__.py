@@ -3,6 +3,8 @@
 The package's foundation is :class:`ChatTransformers`, a LangChain chat model over a local
 HuggingFace causal LM that reports per-token entropy, log-probabilities, attention rows and
 hidden states: the signals the adaptive methods use to decide when and what to retrieve.
+The methods that read only text or log-probabilities also run on any LangChain chat model
+(``ChatOpenAI`` on vLLM, llama.cpp, Ollama or OpenAI) through :class:`ServedModel`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
         AttentionUnavailableError,
         CallCancelledError,
         HiddenLayerError,
+        ModelServerError,
         PromptTooLongError,
     )
     from langchain_adaptive_rag.exemplars import dataset_prompts, load_exemplars
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
         load_bm25_retriever,
     )
     from langchain_adaptive_rag.retrieving import RetrieverOptions
+    from langchain_adaptive_rag.served import ServedModel
 
 _EXPORTS: dict[str, str] = {
     "AdaptiveRAGError": "langchain_adaptive_rag.errors",
@@ -84,10 +88,12 @@ _EXPORTS: dict[str, str] = {
     "HiddenLayerError": "langchain_adaptive_rag.errors",
     "load_bm25_retriever": "langchain_adaptive_rag.retrievers",
     "load_exemplars": "langchain_adaptive_rag.exemplars",
+    "ModelServerError": "langchain_adaptive_rag.errors",
     "PromptTooLongError": "langchain_adaptive_rag.errors",
     "QAPrompts": "langchain_adaptive_rag.prompts",
     "RetrieverOptions": "langchain_adaptive_rag.retrieving",
     "SeaKRConfig": "langchain_adaptive_rag.graphs.seakr",
+    "ServedModel": "langchain_adaptive_rag.served",
     "TAAREConfig": "langchain_adaptive_rag.graphs.ta_are",
     "TokenSignals": "langchain_adaptive_rag.chat_models",
 }
@@ -110,10 +116,12 @@ __all__ = [
     "GenerationConfig",
     "GenerationTrace",
     "HiddenLayerError",
+    "ModelServerError",
     "PromptTooLongError",
     "QAPrompts",
     "RetrieverOptions",
     "SeaKRConfig",
+    "ServedModel",
     "TAAREConfig",
     "TokenSignals",
     "create_adaptive_rag_graph",

@@ -13,6 +13,7 @@ __all__ = [
     "CallCancelledError",
     "DatasetFormatError",
     "HiddenLayerError",
+    "ModelServerError",
     "PromptTooLongError",
 ]
 
@@ -24,18 +25,32 @@ class AdaptiveRAGError(ValueError):
 class AttentionUnavailableError(AdaptiveRAGError):
     """Attention weights were requested from a model whose attention cannot give them."""
 
-    def __init__(self, attn_implementation: str | None, detail: str = "", *, fix: str = "") -> None:
+    def __init__(
+        self,
+        attn_implementation: str | None,
+        detail: str = "",
+        *,
+        fix: str = "",
+        served: str | None = None,
+    ) -> None:
         why = detail or "its attention layer does not go through transformers' attention interface"
         fix = fix or (
             'load the model with ChatTransformers(model=..., attn_implementation="eager"), or '
             "use a method that needs no attention (FLARE, SeaKR, the fixed schedules)"
         )
-        msg = (
-            "Attention weights were requested, but the model (attn_implementation="
-            f"{attn_implementation!r}) cannot give them: {why}. Expected a decoder whose "
-            "attention modules call transformers' AttentionInterface (Llama, Qwen2, Mistral, "
-            f'Gemma, GPT-2, ...) on any kernel, or attn_implementation="eager". Fix: {fix}.'
-        )
+        if served is not None:  # a model behind an API: no kernel to change
+            msg = (
+                f"Attention weights were requested, but the model is served ({served}): "
+                f"{why}. Expected an in-process model. Fix: {fix}."
+            )
+        else:
+            msg = (
+                "Attention weights were requested, but the model (attn_implementation="
+                f"{attn_implementation!r}) cannot give them: {why}. Expected a decoder whose "
+                "attention modules call transformers' AttentionInterface (Llama, Qwen2, "
+                f'Mistral, Gemma, GPT-2, ...) on any kernel, or attn_implementation="eager". '
+                f"Fix: {fix}."
+            )
         super().__init__(msg)
 
 
@@ -114,3 +129,21 @@ class PromptTooLongError(AdaptiveRAGError):
             "lower max_new_tokens."
         )
         super().__init__(msg)
+
+
+class ModelServerError(RuntimeError):
+    """A served model's request failed: the server is down, hangs, or refused it."""
+
+    def __init__(self, cause: BaseException, attempts: int, base_url: str | None) -> None:
+        where = f"at {base_url}" if base_url else "of the model's provider"
+        detail = " ".join(str(cause).split())[:300] or type(cause).__name__
+        msg = (
+            f"The model server {where} failed after {attempts} attempt(s): "
+            f"{type(cause).__name__}: {detail}. Expected a server that answers the request. "
+            "Fix: check that the server runs and is reachable (and its time limit: "
+            "ChatOpenAI(timeout=...)); an evaluation records the question as failed and "
+            "`adaptive-rag eval ... --retry-errors` answers it again."
+        )
+        super().__init__(msg)
+        self.cause = cause
+        self.attempts = attempts

@@ -129,6 +129,9 @@ class DecodingOptions:
 class CaptureOptions:
     """Which internal signals to read while decoding, beyond logprobs and entropies."""
 
+    logprobs: bool = False
+    """The caller reads the generated tokens' log-probabilities. ``ChatTransformers``
+    always records them; a served model must return them (``logprobs=True``) or fail."""
     attention: bool = False
     """Record each generated token's head-averaged attention row (any kernel)."""
     attention_layer: int = -1
@@ -173,6 +176,7 @@ def capture_union(a: CaptureOptions, b: CaptureOptions) -> CaptureOptions | None
     attention = a if a.attention else b
     hidden = a if a.hidden else b
     union = CaptureOptions(
+        logprobs=a.logprobs or b.logprobs,
         attention=a.attention or b.attention,
         attention_layer=attention.attention_layer,
         attention_head_max=a.attention_head_max or b.attention_head_max,
@@ -223,6 +227,11 @@ class GenerationTrace:
     """Most likely token ids at each position, shape ``(T, top_logprobs)``."""
     top_logprobs: np.ndarray | None = None
     """Their log-probabilities, shape ``(T, top_logprobs)``."""
+    entropy_outside_mass: np.ndarray | None = None
+    """``None`` when ``entropies`` are exact (over the whole vocabulary). A served model's
+    entropies are lower bounds from its top-k log-probabilities
+    (:func:`~langchain_adaptive_rag.signals.top_k_entropy`); this is the probability
+    mass outside those ``k`` at each position, shape ``(T,)``, which bounds the error."""
 
     @property
     def num_prompt_tokens(self) -> int:

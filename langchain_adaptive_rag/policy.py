@@ -12,7 +12,9 @@ import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias
+
+from langchain_core.language_models import BaseLanguageModel
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import (
@@ -40,6 +42,7 @@ from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "GenerationConfig",
+    "GraphModel",
     "NeedRoute",
     "Policy",
     "RunContext",
@@ -86,6 +89,12 @@ class TraceModel(Protocol):
     def check_hidden(self, layer: int, site: HiddenSite) -> None:
         """Fail, naming the fix, unless the hidden state at ``layer``/``site`` exists."""
         ...
+
+
+GraphModel: TypeAlias = "TraceModel | BaseLanguageModel[Any]"
+"""What a graph takes as its model: ``ChatTransformers`` (or another
+:class:`TraceModel`), or any LangChain chat model or LLM, run as a
+:class:`~langchain_adaptive_rag.served.ServedModel`."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +290,15 @@ class Policy:
             model.check_attention(self.attention_layer)
 
     @property
+    def reads_logprobs(self) -> bool:
+        """Whether the method reads its drafts' token log-probabilities.
+
+        A served model must then return them (``ChatOpenAI(logprobs=True)``); the text
+        methods run on any chat model.
+        """
+        return False
+
+    @property
     def attention_layer(self) -> int:
         """The decoder layer whose attention rows the method reads (-1: the last)."""
         return -1
@@ -328,7 +346,7 @@ class Policy:
             return ctx.model.generate_trace(
                 prompt,
                 decoding=self.decoding(ctx, budget, ctx.prompts.stop),
-                capture=CaptureOptions(attention=attention),
+                capture=CaptureOptions(attention=attention, logprobs=self.reads_logprobs),
                 on_token=sink,
             )[0]
 

@@ -43,6 +43,7 @@ __all__ = [
     "token_logprobs",
     "token_sentences",
     "tokens_covering",
+    "top_k_entropy",
     "word_sentences",
 ]
 
@@ -77,6 +78,42 @@ def token_entropy(logits: np.ndarray) -> np.ndarray:
     terms = np.where(p > 0, p * np.where(p > 0, logp, 0.0), 0.0)
     result: np.ndarray = -np.sum(terms, axis=-1)
     return result
+
+
+def top_k_entropy(
+    top_logprobs: Sequence[float] | np.ndarray, chosen_logprob: float | None = None
+) -> tuple[float, float]:
+    """Entropy (nats) of a next-token distribution known only by its top ``k`` entries.
+
+    A served model returns the ``k`` most likely tokens' log-probabilities, not the whole
+    distribution. With ``S = -sum p_i log p_i`` over the known entries (the top ``k`` and
+    the chosen token), ``m = 1 - sum p_i`` the mass outside them and ``c`` the largest
+    probability an unseen token can have (the smallest top-``k`` probability, and at most
+    ``m``), the exact entropy ``H`` satisfies ``S + m log(1/c) <= H <= S + m log(V'/m)``
+    for the ``V'`` unseen tokens. The estimate is the lower bound: exact when ``m`` is 0,
+    and below ``H`` by at most ``m log(V' c / m)``.
+
+    Args:
+        top_logprobs: Log-probabilities of the top ``k`` tokens (any order; may be empty).
+        chosen_logprob: Log-probability of the generated token, when it is not among
+            them (a sampled token); ignored when it is one of them.
+
+    Returns:
+        ``(estimate, m)``: the lower bound and the probability mass outside the known
+        entries.
+    """
+    top = np.exp(np.asarray(top_logprobs, dtype=np.float64))
+    known = list(top)
+    if chosen_logprob is not None and not np.any(np.isclose(top, math.exp(chosen_logprob))):
+        known.append(math.exp(chosen_logprob))
+    probs = np.asarray(known, dtype=np.float64)
+    probs = probs[probs > 0]
+    partial = float(-np.sum(probs * np.log(probs)))
+    outside = max(0.0, 1.0 - float(np.sum(probs)))
+    if outside <= 1e-12:
+        return partial, 0.0
+    ceiling = min(float(top.min()), outside) if top.size else outside
+    return partial + outside * -math.log(ceiling), outside
 
 
 def token_logprobs(logits: np.ndarray, token_ids: Sequence[int] | np.ndarray) -> np.ndarray:

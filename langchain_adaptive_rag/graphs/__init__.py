@@ -27,7 +27,7 @@ from langchain_adaptive_rag.graphs.ta_are import (
     create_ta_are_graph,
     create_vanilla_graph,
 )
-from langchain_adaptive_rag.policy import GenerationConfig, Policy, TraceModel
+from langchain_adaptive_rag.policy import GenerationConfig, GraphModel, Policy
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 
@@ -128,7 +128,7 @@ def display_name(method: str) -> str:
 
 
 def create_adaptive_rag_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     method: Method,
     *,

@@ -23,10 +23,11 @@ from langchain_adaptive_rag.nodes import (
     make_retrieve_node,
     make_score_need_node,
 )
-from langchain_adaptive_rag.policy import Policy, RunContext, TraceModel
+from langchain_adaptive_rag.policy import GraphModel, Policy, RunContext
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.routing import route_after_continue, route_after_score_need
+from langchain_adaptive_rag.served.model import as_trace_model
 from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, AdaptiveRAGState
 
 __all__ = ["AdaptiveRAGGraph", "build_adaptive_rag_graph"]
@@ -43,7 +44,7 @@ AdaptiveRAGGraph = CompiledStateGraph[AdaptiveRAGState, None, AdaptiveRAGInput, 
 
 def build_adaptive_rag_graph(
     policy: Policy,
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     prompts: QAPrompts | None = None,
@@ -58,7 +59,9 @@ def build_adaptive_rag_graph(
 
     Args:
         policy: The method.
-        model: ``ChatTransformers`` (or any object with its ``generate_trace``).
+        model: ``ChatTransformers`` (or any object with its ``generate_trace``), or any
+            LangChain chat model or LLM, which runs as a
+            :class:`~langchain_adaptive_rag.served.ServedModel`.
         retriever: Any LangChain retriever.
         prompts: Prompt templates (default: :class:`QAPrompts`).
         checkpointer: Passed to ``compile``.
@@ -72,9 +75,12 @@ def build_adaptive_rag_graph(
 
     Raises:
         AttentionUnavailableError: The method needs attention and the model has none.
-        AdaptiveRAGError: The model or retriever cannot serve the method.
+        AdaptiveRAGError: The model or retriever cannot serve the method (a served
+            model for DRAGIN or SeaKR's Gram estimator: no server returns attention or
+            hidden states).
     """
-    policy.check_model(model)
+    trace_model = as_trace_model(model)
+    policy.check_model(trace_model)
     if not isinstance(retriever, Runnable):
         msg = (
             f"retriever must be a LangChain retriever (a BaseRetriever, or a runnable that "
@@ -83,7 +89,7 @@ def build_adaptive_rag_graph(
             "retriever (vector_store.as_retriever())."
         )
         raise AdaptiveRAGError(msg)
-    ctx = RunContext(model=model, retriever=retriever, prompts=prompts or QAPrompts())
+    ctx = RunContext(model=trace_model, retriever=retriever, prompts=prompts or QAPrompts())
     graph = StateGraph(
         AdaptiveRAGState, input_schema=AdaptiveRAGInput, output_schema=AdaptiveRAGOutput
     )
@@ -96,7 +102,7 @@ def build_adaptive_rag_graph(
         "continue_generation": make_continue_generation_node(policy, ctx),
         "finalize": make_finalize_node(policy, ctx),
     }
-    executor: Executor | None = getattr(model, "async_executor", None)
+    executor: Executor | None = getattr(trace_model, "async_executor", None)
     for node_name, action in nodes.items():
         if _NodeRunnable is None:  # see _node
             graph.add_node(node_name, action)  # type: ignore[call-overload]

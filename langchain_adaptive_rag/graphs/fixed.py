@@ -16,9 +16,9 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
+    GraphModel,
     Policy,
     RunContext,
-    TraceModel,
     bump,
     retrieval_decision,
 )
@@ -145,7 +145,7 @@ class FixSentencePolicy(_RetrieveEveryRound):
 
 
 def create_no_retrieval_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: GenerationConfig | None = None,
@@ -168,7 +168,7 @@ def create_no_retrieval_graph(
 
 
 def create_single_round_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: GenerationConfig | None = None,
@@ -191,7 +191,7 @@ def create_single_round_graph(
 
 
 def create_fix_length_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: FixLengthConfig | None = None,
@@ -214,7 +214,7 @@ def create_fix_length_graph(
 
 
 def create_fix_sentence_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: FixSentenceConfig | None = None,

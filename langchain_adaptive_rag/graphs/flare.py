@@ -28,9 +28,9 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
+    GraphModel,
     Policy,
     RunContext,
-    TraceModel,
     retrieval_decision,
 )
 from langchain_adaptive_rag.pos import load_sentence_splitter
@@ -114,6 +114,12 @@ class FLAREPolicy(Policy):
     config_class = FLAREConfig
     threshold_field = "theta"
     colour = "#1f77b4"
+
+    @property
+    def reads_logprobs(self) -> bool:
+        """FLARE's rule reads each draft token's probability."""
+        return True
+
     config: FLAREConfig
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -283,7 +289,7 @@ def _tokens_before(tokens: list[str], offset: int) -> int:
 
 
 def create_flare_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: FLAREConfig | None = None,

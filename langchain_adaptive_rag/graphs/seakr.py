@@ -36,6 +36,7 @@ from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
+    GraphModel,
     Policy,
     RunContext,
     TraceModel,
@@ -232,6 +233,8 @@ class SeaKRPolicy(Policy):
         needs an MLP in that layer (a state-space model's layers have none).
         """
         super().check_model(model)
+        if self.config.estimator != "gram":
+            return  # the other estimators read samples, log-probabilities or logits only
         layers = getattr(model, "num_layers", None)
         layer = self.config.hidden_layer
         if layer is not None and isinstance(layers, int) and not -layers <= layer < layers:
@@ -243,6 +246,21 @@ class SeaKRPolicy(Policy):
             )
             raise AdaptiveRAGError(msg)
         model.check_hidden(self._hidden_layer(model), self.config.hidden_site)
+
+    @property
+    def reads_logprobs(self) -> bool:
+        """Whether the estimator reads log-probabilities (or logits).
+
+        The perplexity, sample and energy estimators do; ``prompt`` reads its reply's
+        first token.
+        """
+        return self.config.estimator in (
+            "perplexity",
+            "multi_sample_perplexity",
+            "ln_entropy",
+            "energy",
+            "prompt",
+        )
 
     def _hidden_layer(self, model: TraceModel) -> int:
         """The configured layer, or the model's middle one."""
@@ -273,7 +291,8 @@ class SeaKRPolicy(Policy):
             seed=config.seed,
         )
         capture = CaptureOptions(
-            hidden=True,
+            logprobs=self.reads_logprobs,
+            hidden=config.estimator == "gram",
             hidden_layer=self._hidden_layer(ctx.model),
             hidden_site=config.hidden_site,
             hidden_at="eos_replacing_last" if self.reference else "eos",
@@ -296,6 +315,7 @@ class SeaKRPolicy(Policy):
             check = ctx.model.generate_trace(
                 prompt + text + config.self_check_template,
                 decoding=self.decoding(ctx, 2, ("\n",)),
+                capture=CaptureOptions(logprobs=True),
             )[0]
             uncertainty = self_check_uncertainty(check)
             generated += check.num_tokens
@@ -323,7 +343,15 @@ class SeaKRPolicy(Policy):
         if estimator == "ln_entropy":
             return length_normalised_entropy([t.logprobs for t in samples])
         if estimator == "energy":
-            return energy_score(greedy.logsumexp if greedy.logsumexp is not None else [])
+            if greedy.logsumexp is None:
+                msg = (
+                    "SeaKRConfig(estimator='energy') reads the logsumexp of the model's raw "
+                    "logits, which a served model does not return (its log-probabilities "
+                    "are normalised). Fix: run it on ChatTransformers, or choose "
+                    "estimator='ln_entropy', 'multi_sample_perplexity' or 'perplexity'."
+                )
+                raise AdaptiveRAGError(msg)
+            return energy_score(greedy.logsumexp)
         if self.reference:  # blank samples dropped; none left: U = 0
             states = [t.hidden for t in samples if t.text.strip() and t.hidden is not None]
             if not states:
@@ -688,7 +716,7 @@ def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) ->
 
 
 def create_seakr_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: SeaKRConfig | None = None,

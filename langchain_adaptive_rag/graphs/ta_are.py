@@ -26,9 +26,9 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
+    GraphModel,
     Policy,
     RunContext,
-    TraceModel,
     bump,
     retrieval_decision,
 )
@@ -257,7 +257,7 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def create_vanilla_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: TAAREConfig | None = None,
@@ -280,7 +280,7 @@ def create_vanilla_graph(
 
 
 def create_ta_are_graph(
-    model: TraceModel,
+    model: GraphModel,
     retriever: Retriever,
     *,
     config: TAAREConfig | None = None,
