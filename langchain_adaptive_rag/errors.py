@@ -136,7 +136,7 @@ class ModelServerError(RuntimeError):
 
     def __init__(self, cause: BaseException, attempts: int, base_url: str | None) -> None:
         where = f"at {base_url}" if base_url else "of the model's provider"
-        detail = " ".join(str(cause).split())[:300] or type(cause).__name__
+        detail = " ".join(str(cause).split())[:300].rstrip(".") or type(cause).__name__
         msg = (
             f"The model server {where} failed after {attempts} attempt(s): "
             f"{type(cause).__name__}: {detail}. Expected a server that answers the request. "

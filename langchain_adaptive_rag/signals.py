@@ -174,6 +174,8 @@ def merge_tokens_into_words(
     Returns:
         The words in order; together they cover every token exactly once.
     """
+    if not tokens:  # an empty step (a generation that stopped at once)
+        return []
     forced = set(boundaries)
     starts: list[int] = []
     for i, piece in enumerate(tokens):

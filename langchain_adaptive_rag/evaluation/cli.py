@@ -67,6 +67,8 @@ from langchain_adaptive_rag.evaluation.summary import (
 )
 from langchain_adaptive_rag.exemplars import PromptDataset
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag_graph
+from langchain_adaptive_rag.policy import TraceModel
+from langchain_adaptive_rag.served.loading import is_served_spelling, load_served_model
 
 __all__ = [
     "add_eval_commands",
@@ -153,7 +155,49 @@ def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) 
         "--model",
         required=True,
         metavar="ID_OR_PATH",
-        help="hub id or local model directory (transformers' default kernel, no chat template)",
+        help=(
+            "hub id or local model directory (transformers' default kernel, no chat "
+            "template), or a served model as provider:model (openai:NAME with --base-url "
+            "for vLLM, SGLang, llama.cpp or Ollama's /v1; ollama:NAME)"
+        ),
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="a served model's OpenAI-compatible root, e.g. http://localhost:8000/v1",
+    )
+    parser.add_argument(
+        "--endpoint",
+        choices=["chat", "completions"],
+        default="chat",
+        help=(
+            "a served model's endpoint: chat (/v1/chat/completions) or completions "
+            "(/v1/completions: a base model reads the prompt as written)"
+        ),
+    )
+    parser.add_argument(
+        "--top-logprobs",
+        type=_non_negative,
+        default=5,
+        metavar="K",
+        help="a served model's alternatives per token (entropies are top-K lower bounds)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="a served model's time limit per request in seconds (default: 120)",
+    )
+    parser.add_argument(
+        "--request-retries",
+        type=_non_negative,
+        default=3,
+        metavar="N",
+        help=(
+            "a served model's retries of a failed request, with backoff from 1 s doubling "
+            "(default: 3); a question still failing is recorded, --retry-errors redoes it"
+        ),
     )
     parser.add_argument("--device", help="torch device, e.g. cuda (default: CPU)")
     parser.add_argument(
@@ -318,6 +362,39 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise busy
 
 
+def _load_model(args: argparse.Namespace, setup: EvalSetup) -> TraceModel:
+    """The in-process model (a directory or hub id) or the served one (``provider:model``).
+
+    A served model's graphs send ``--concurrency`` requests at once, which the server
+    batches.
+    """
+    if is_served_spelling(args.model):
+        return load_served_model(
+            args.model,
+            base_url=args.base_url,
+            endpoint=args.endpoint,
+            top_logprobs=args.top_logprobs,
+            timeout_s=args.request_timeout,
+            retries=args.request_retries,
+        )
+    if args.base_url is not None:
+        msg = (
+            f"Received --base-url with --model {args.model!r}, which is not a served model. "
+            "Expected --model provider:model (e.g. openai:NAME) with --base-url. Fix: spell "
+            "the model as openai:NAME, or drop --base-url for a local model."
+        )
+        raise AdaptiveRAGError(msg)
+    choose_attention_kernels(args.device, cudnn=args.cudnn_attention)
+    return load_chat_model(
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        concurrency=args.concurrency,
+        prefix_cache_mib=args.prefix_cache_mib,
+        max_batch_rows=args.max_batch_rows or batch_rows(setup.config, args.concurrency),
+    )
+
+
 def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) -> EvalSetup:
     return prepare_evaluation(
         args.method,
@@ -397,15 +474,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             report = None
         else:
             retriever = setup.retriever
-            choose_attention_kernels(args.device, cudnn=args.cudnn_attention)
-            model = load_chat_model(
-                args.model,
-                device=args.device,
-                dtype=args.dtype,
-                concurrency=args.concurrency,
-                prefix_cache_mib=args.prefix_cache_mib,
-                max_batch_rows=args.max_batch_rows or batch_rows(setup.config, args.concurrency),
-            )
+            model = _load_model(args, setup)
             graph = create_adaptive_rag_graph(
                 model, retriever, setup.method, config=setup.config, prompts=setup.prompts
             )
@@ -481,15 +550,7 @@ def run_calibrate_command(args: argparse.Namespace) -> int:
         setup = _prepare(args, threshold_field=field)
         _describe_setup(setup)
         retriever = setup.retriever
-        choose_attention_kernels(args.device, cudnn=args.cudnn_attention)
-        model = load_chat_model(
-            args.model,
-            device=args.device,
-            dtype=args.dtype,
-            concurrency=args.concurrency,
-            prefix_cache_mib=args.prefix_cache_mib,
-            max_batch_rows=args.max_batch_rows or batch_rows(setup.config, args.concurrency),
-        )
+        model = _load_model(args, setup)
         points = calibrate_threshold(
             setup.method,
             setup.examples,

@@ -290,7 +290,7 @@ class ServedModel:
         return traces
 
     def _check_logprobs(self, trace: GenerationTrace) -> None:
-        if trace.num_tokens and np.isnan(trace.logprobs).all():
+        if trace.tokens and np.isnan(trace.logprobs).all():
             msg = (
                 f"The model returned no token log-probabilities ({self!r}), and this method "
                 "reads them (FLARE's token probabilities, SeaKR's sample estimators). Fix: "

@@ -3,8 +3,9 @@
 LangChain's standard per-call argument is ``stop``; the rest goes by each integration's
 own names. The OpenAI integrations (``ChatOpenAI``, and ``OpenAI`` for the completions
 endpoint), which also reach vLLM, SGLang, llama.cpp's server and Ollama's OpenAI API,
-take ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``n`` and ``logprobs``; a
-self-hosted server also gets ``top_k`` (in the request body: OpenAI's own API has none).
+take ``max_tokens``, ``temperature``, ``top_p``, ``seed`` and ``logprobs``; a
+self-hosted server also gets ``top_k`` in the request body (OpenAI's own API has none),
+and, from ``ChatOpenAI`` (which sends ``max_completion_tokens``), ``max_tokens`` there too.
 Any other chat model gets ``stop`` only: its budget is enforced on the returned tokens.
 """
 
@@ -66,8 +67,15 @@ def request_arguments(
         arguments["top_p"] = decoding.top_p
     if seed is not None:
         arguments["seed"] = seed
+    extra: dict[str, Any] = {}
     if sampling and decoding.top_k is not None and self_hosted:
-        arguments["extra_body"] = {"top_k": decoding.top_k}
+        extra["top_k"] = decoding.top_k
+    if provider == "openai-chat" and self_hosted:
+        # ChatOpenAI sends the budget as max_completion_tokens, which llama.cpp's
+        # Python server ignores: the body also carries the older max_tokens
+        extra["max_tokens"] = decoding.max_new_tokens
+    if extra:
+        arguments["extra_body"] = extra
     if provider == "openai-chat":
         arguments["logprobs"] = True
         if top_logprobs:

@@ -136,7 +136,13 @@ def test_request_arguments_of_the_openai_integrations() -> None:
     greedy = DecodingOptions(max_new_tokens=32, stop=("\n",))
     assert request_arguments(
         "openai-chat", greedy, seed=None, top_logprobs=5, self_hosted=True
-    ) == {"max_tokens": 32, "temperature": 0.0, "logprobs": True, "top_logprobs": 5}
+    ) == {
+        "max_tokens": 32,
+        "temperature": 0.0,
+        "extra_body": {"max_tokens": 32},
+        "logprobs": True,
+        "top_logprobs": 5,
+    }
     sampling = DecodingOptions(
         max_new_tokens=8, do_sample=True, temperature=0.7, top_k=50, top_p=0.9
     )
@@ -344,3 +350,12 @@ def test_capture_asks_only_what_a_server_has() -> None:
         model.generate_trace("Q", capture=CaptureOptions(attention=True))
     with pytest.raises(AdaptiveRAGError, match="hidden state"):
         model.generate_trace("Q", capture=CaptureOptions(hidden=True))
+
+
+def test_an_empty_reply_that_stopped_at_once_needs_no_logprobs() -> None:
+    # the server generated only the stop string: no piece, nothing to read
+    chat = ServerLikeChatModel(replies=["\nQuestion:"])
+    (trace,) = ServedModel(chat).generate_trace(
+        "Q", decoding=DecodingOptions(stop=("\n",)), capture=CaptureOptions(logprobs=True)
+    )
+    assert trace.text == "" and trace.tokens == [] and trace.num_tokens == 1

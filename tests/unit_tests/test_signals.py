@@ -242,3 +242,7 @@ def test_gram_uncertainty_by_hand() -> None:
     assert gram_uncertainty(np.zeros((0, 4))) == math.inf
     with pytest.raises(ValueError, match=r"shape \(k, d\)"):
         gram_uncertainty(np.zeros(4))
+
+
+def test_merge_words_of_no_tokens_is_no_words() -> None:
+    assert merge_tokens_into_words([]) == []
