@@ -31,7 +31,7 @@ DATA = "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl"
 def answers(out: Path) -> dict[str, str]:
     """Each question's answer in a run directory (``None`` for a failure)."""
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    return {row["id"]: row["answer"] if row["error"] is None else None for row in rows}
+    return {row["id"]: row["prediction"] if row["error"] is None else None for row in rows}
 
 
 def run(model: list[str], args: argparse.Namespace, concurrency: int, out: Path) -> float:
@@ -55,16 +55,19 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=48, help="generate_max_length")
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--no-in-process", action="store_true", help="skip ChatTransformers")
+    parser.add_argument("--out", type=Path, help="keep the run directories here (default: none)")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     rows: list[tuple[str, int, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = args.out or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         with serve_llama_cpp(get_gemma_3_270m_gguf(), root) as base_url:
             served = ["--model", "openai:gemma-3-270m", "--base-url", base_url]
             for level in levels:
                 seconds = run(served, args, level, root / f"served-{level}")
                 rows.append(("llama.cpp server", level, seconds))
+                print(f"llama.cpp server, concurrency {level}: {seconds:.1f} s", file=sys.stderr)
         if not args.no_in_process:
             level = max(levels)
             local = ["--model", str(get_gemma_3_270m())]
