@@ -13,13 +13,17 @@ pass it: ``dataset_prompts("hotpotqa", exemplars=load_exemplars(path))``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal, get_args
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.errors import AdaptiveRAGError, DatasetFormatError
 from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone UTF-16 surrogate: JSON can spell one (``\\ud800``), no UTF-8 text holds one."""
 
 __all__ = [
     "DATASET_GENERATE_MAX_LENGTH",
@@ -403,40 +407,82 @@ def load_exemplars(path: str | Path) -> tuple[Exemplar, ...]:
         The demonstrations, in file order.
 
     Raises:
-        AdaptiveRAGError: The file is missing or a record lacks a field; the message names
-            the file, the record (JSON-lines: the line) and the field.
+        DatasetFormatError: The file is not UTF-8, not JSON, nested too deep, or a record
+            lacks a field; the message names the file, the record (JSON lines: the line)
+            and the field.
+        AdaptiveRAGError: The file cannot be read.
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as error:
         msg = f"Cannot read exemplars from {file}: {error}. Expected a JSON or JSON-lines file."
         raise AdaptiveRAGError(msg) from error
-    stripped = text.lstrip()
+    text = _utf8_text(file, raw)
     records: list[tuple[str, object]] = []
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            msg = f"{file}: not valid JSON ({error}). Expected a list of exemplar records."
-            raise AdaptiveRAGError(msg) from error
+    if text.lstrip().startswith("["):
+        data = _parse(file, text, None)
+        if not isinstance(data, list):
+            raise DatasetFormatError(
+                str(file),
+                location=None,
+                field=None,
+                received=type(data).__name__,
+                expected="a JSON list of exemplar records",
+            )
         records = [(f"record {i}", item) for i, item in enumerate(data)]
     else:
         for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append((f"line {number}", json.loads(line)))
-            except json.JSONDecodeError as error:
-                msg = f"{file}, line {number}: not valid JSON ({error})."
-                raise AdaptiveRAGError(msg) from error
+            if line.strip():
+                records.append((f"line {number}", _parse(file, line, number)))
     return tuple(_exemplar(file, where, record) for where, record in records)
+
+
+def _utf8_text(file: Path, raw: bytes) -> str:
+    """The file's text; a byte that is not UTF-8 is named with its line and column."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        before = raw[: error.start]
+        line = before.count(b"\n") + 1
+        column = error.start - (before.rfind(b"\n") + 1) + 1
+        raise DatasetFormatError(
+            str(file),
+            location=f"line {line}",
+            field=None,
+            received=f"the byte 0x{raw[error.start]:02X} (column {column}), which is not UTF-8",
+            expected="UTF-8 text",
+            fix="re-encode the file as UTF-8 (for example: iconv -f latin1 -t utf-8 FILE > NEW)",
+        ) from None
+
+
+def _parse(file: Path, text: str, line: int | None) -> object:
+    """One JSON value: a line of a JSON-lines file (``line``) or the whole file."""
+    expected = "one JSON object per line" if line is not None else "a JSON list of exemplars"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        at_line, column = (line, error.pos + 1) if line is not None else (error.lineno, error.colno)
+        received = f"text that is not valid JSON ({error.msg} at column {column})"
+        location = f"line {at_line}"
+    except (RecursionError, ValueError) as error:  # nesting too deep, a number too long
+        kind = "nesting too deep" if isinstance(error, RecursionError) else str(error)
+        received = f"JSON that Python cannot read ({kind})"
+        location = None if line is None else f"line {line}"
+    raise DatasetFormatError(
+        str(file), location=location, field=None, received=received, expected=expected
+    )
 
 
 def _exemplar(file: Path, where: str, record: object) -> Exemplar:
     if not isinstance(record, dict):
-        msg = f"{file}, {where}: received {type(record).__name__}. Expected a JSON object."
-        raise AdaptiveRAGError(msg)
+        raise DatasetFormatError(
+            str(file),
+            location=where,
+            field=None,
+            received=type(record).__name__,
+            expected="a JSON object with question, reasoning (or cot) and answer",
+        )
     reasoning = record.get("reasoning", record.get("cot"))
     if isinstance(reasoning, list) and all(isinstance(s, str) for s in reasoning):
         reasoning = " ".join(s.strip() for s in reasoning)
@@ -444,13 +490,23 @@ def _exemplar(file: Path, where: str, record: object) -> Exemplar:
     answer = record.get("answer")
     fields["answer"] = ("yes" if answer else "no") if isinstance(answer, bool) else answer
     for name, value in fields.items():
+        shown = "reasoning (or cot)" if name == "reasoning" else name
         if not isinstance(value, str):
-            shown = "reasoning (or cot)" if name == "reasoning" else name
-            msg = (
-                f"{file}, {where}: field {shown!r} is {value!r}. Expected a string "
-                f"(record keys: {sorted(record)})."
+            raise DatasetFormatError(
+                str(file),
+                location=where,
+                field=shown,
+                received=f"{value!r}"[:80],
+                expected=f"a string (record keys: {sorted(record)})",
             )
-            raise AdaptiveRAGError(msg)
+        if _SURROGATE.search(value):
+            raise DatasetFormatError(
+                str(file),
+                location=where,
+                field=shown,
+                received="text with an unpaired surrogate escape (such as \\ud800)",
+                expected="valid Unicode text",
+            )
     return Exemplar(
         question=str(fields["question"]),
         reasoning=str(fields["reasoning"]),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from langchain_adaptive_rag import AdaptiveRAGError, dataset_prompts, load_exemplars
+from langchain_adaptive_rag.errors import DatasetFormatError
 from langchain_adaptive_rag.exemplars import (
     DATASET_GENERATE_MAX_LENGTH,
     HOTPOTQA_EXEMPLARS,
@@ -112,11 +113,48 @@ def test_load_exemplars_names_the_problem(tmp_path: Path) -> None:
         load_exemplars(bad)
     broken = tmp_path / "broken.jsonl"
     broken.write_text("{nope\n")
-    with pytest.raises(AdaptiveRAGError, match=r"broken.jsonl, line 1: not valid JSON"):
+    with pytest.raises(
+        AdaptiveRAGError, match=r"broken.jsonl, line 1: received text that is not valid JSON"
+    ):
         load_exemplars(broken)
     with pytest.raises(AdaptiveRAGError, match="Cannot read exemplars"):
         load_exemplars(tmp_path / "missing.json")
     listing = tmp_path / "list.json"
     listing.write_text('[{"question": "Q?", "cot": "R.", "answer": 3}]')
-    with pytest.raises(AdaptiveRAGError, match=r"record 0: field 'answer' is 3"):
+    with pytest.raises(
+        AdaptiveRAGError, match=r"record 0: field 'answer': received 3; expected a string"
+    ):
         load_exemplars(listing)
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "received"),
+    [
+        (
+            b'{"question": "Q?", "cot": "R.", "answer": "A"}\n{"question": "caf\xe9"}\n',
+            "line 2",
+            "the byte 0xE9 (column 18), which is not UTF-8",
+        ),
+        (b"[" * 100_000 + b"]" * 100_000, "list.json", "nesting too deep"),
+        (b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", "line 1", "nesting too deep"),
+        (b'{"question": "Q?", "cot": "R.", "answer": ' + b"9" * 5000 + b"}\n", "line 1", "digits"),
+        (
+            b'{"question": "\\ud800", "cot": "R.", "answer": "A"}\n',
+            "line 1: field 'question'",
+            "unpaired surrogate",
+        ),
+        (b'[{"question": "Q?", "cot": "R.", "answer": "A"}, 7]', "record 1", "received int"),
+    ],
+    ids=["latin-1 byte", "deep list", "deep line", "long number", "surrogate", "not an object"],
+)
+def test_load_exemplars_refuses_damaged_files_by_name(
+    tmp_path: Path, content: bytes, where: str, received: str
+) -> None:
+    path = tmp_path / ("list.json" if content.startswith(b"[") else "lines.jsonl")
+    path.write_bytes(content)
+    with pytest.raises(DatasetFormatError) as caught:
+        load_exemplars(path)
+    message = str(caught.value)
+    assert message.startswith(str(path)), message
+    assert where in message, message
+    assert received in message, message
