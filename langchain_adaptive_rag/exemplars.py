@@ -459,6 +459,7 @@ def _utf8_text(file: Path, raw: bytes) -> str:
 def _parse(file: Path, text: str, line: int | None) -> object:
     """One JSON value: a line of a JSON-lines file (``line``) or the whole file."""
     expected = "one JSON object per line" if line is not None else "a JSON list of exemplars"
+    location: str | None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
