@@ -55,6 +55,7 @@ from langchain_adaptive_rag.evaluation.overrides import (
     config_to_dict,
     parse_config_overrides,
 )
+from langchain_adaptive_rag.evaluation.results import read_run, settings_fingerprint
 from langchain_adaptive_rag.evaluation.runner import (
     RunReport,
     RunSettings,
@@ -127,10 +128,12 @@ __all__ = [
     "prepare_evaluation",
     "read_id_aliases",
     "read_results",
+    "read_run",
     "retrieval_decision_scores",
     "run_evaluation",
     "score_answer",
     "score_example",
+    "settings_fingerprint",
     "strategyqa_accuracy",
     "summarize",
     "write_table",

@@ -44,10 +44,8 @@ from langchain_adaptive_rag.evaluation.paths import (
     check_output_file,
 )
 from langchain_adaptive_rag.evaluation.results import (
-    RUN_FILE,
     check_run_dir,
-    read_results,
-    read_settings,
+    read_run,
 )
 from langchain_adaptive_rag.evaluation.run_lock import run_dir_holder
 from langchain_adaptive_rag.evaluation.runner import run_evaluation
@@ -415,15 +413,16 @@ def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) ->
 def _all_answered(out: str, examples: Sequence[Example], *, retry_errors: bool) -> bool:
     """Whether the run directory already holds a result for every question.
 
-    ``False`` also when ``run.json`` is missing or torn: the run then rewrites it.
+    ``False`` also when ``run.json`` is missing or torn, or results of other settings are
+    there: the run then repairs the file, or refuses the directory with the reason.
     """
     try:
-        read_settings(Path(out) / RUN_FILE)
+        _, records = read_run(out)
     except (AdaptiveRAGError, OSError):
         return False
     answered = {
         str(record["id"])
-        for record in read_results(out)
+        for record in records
         if not (retry_errors and record.get("error") is not None)
     }
     return all(example.id in answered for example in examples)

@@ -9,7 +9,8 @@
   ``generated_tokens``, ``rounds``), ``seconds``, ``retrievals`` (the graph's retrieval
   events), ``needs_retrieval`` (RetrievalQA's label, when known) and ``error`` (``null``,
   or ``{type, message, traceback}`` for a question that failed; its prediction, metrics
-  and counts are then ``null``).
+  and counts are then ``null``), and ``run``: the fingerprint of the settings that made
+  it (:func:`settings_fingerprint`, also in ``run.json``).
 
 A last line cut short by a crash is tolerated: readers skip it and a resumed run drops it
 and answers its question again. A broken line before the last is an error.
@@ -18,11 +19,15 @@ and answers its question again. A broken line before the last is an error.
 disk, then renamed over the old one), and rewritten only when a resumed run changes it
 (a new ``limit``): a crash leaves the old file or the new one, never a mix. A ``run.json``
 that is nevertheless empty or cut short (written by an older release, or damaged) is
-treated as absent: a resumed run rewrites it from its own settings and keeps the results.
+treated as absent: a resumed run rewrites it from its own settings and keeps the results
+whose fingerprint is its own. A result line with another fingerprint (from other
+settings) is never mixed in: resuming refuses the directory, and :func:`read_run`
+refuses to summarise it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -48,7 +53,9 @@ __all__ = [
     "json_safe",
     "latest_by_id",
     "read_results",
+    "read_run",
     "read_settings",
+    "settings_fingerprint",
     "start_run",
 ]
 
@@ -64,7 +71,26 @@ Record: TypeAlias = dict[str, object]
 """One line of ``results.jsonl``."""
 
 _FORMAT_VERSION = 1
-_UNCOMPARED = frozenset({"limit", "started", "format"})
+_UNCOMPARED = frozenset({"limit", "started", "format", "fingerprint"})
+FINGERPRINT_KEY = "run"
+"""The key of a result line that holds its settings' fingerprint."""
+
+
+def settings_fingerprint(settings: Mapping[str, object]) -> str:
+    """A short fingerprint of the settings that must match for results to be mixed.
+
+    Every field of ``run.json`` but ``limit`` (and the bookkeeping ``format``,
+    ``started``, ``fingerprint``) is hashed as canonical JSON (SHA-256, 16 hex digits).
+
+    Args:
+        settings: ``RunSettings.to_json()``, or a stored ``run.json``.
+
+    Returns:
+        The fingerprint, e.g. ``"3f9a0c2b7d41e8a5"``.
+    """
+    compared = {key: value for key, value in settings.items() if key not in _UNCOMPARED}
+    text = json.dumps(compared, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,11 @@ class RunSettings:
         """The settings as JSON-ready data."""
         data: dict[str, object] = json.loads(json.dumps(asdict(self), default=str))
         return data
+
+    @property
+    def fingerprint(self) -> str:
+        """The settings' :func:`settings_fingerprint`, stamped on every result line."""
+        return settings_fingerprint(self.to_json())
 
 
 # --------------------------------------------------------------------------------------
@@ -318,6 +349,51 @@ def _check_settings(
         raise AdaptiveRAGError(msg)
 
 
+def _check_fingerprints(records: Sequence[Record], fingerprint: str, path: Path) -> None:
+    """Refuse result lines stamped with another settings fingerprint than ``fingerprint``.
+
+    Lines without a fingerprint (older releases) pass: their directory's ``run.json``
+    vouches for them.
+    """
+    foreign: dict[str, list[str]] = {}
+    for record in records:
+        stamp = record.get(FINGERPRINT_KEY)
+        if stamp is not None and stamp != fingerprint:
+            foreign.setdefault(str(stamp), []).append(str(record["id"]))
+    if not foreign:
+        return
+    found = "; ".join(
+        f"{len(ids)} from settings {stamp} (first question {ids[0]!r})"
+        for stamp, ids in foreign.items()
+    )
+    msg = (
+        f"{path} holds results made with other settings than this run's (fingerprint "
+        f"{fingerprint}): {found}. Results of different settings are never mixed. Fix: use "
+        "a new output directory, or run with the settings that made them."
+    )
+    raise AdaptiveRAGError(msg)
+
+
+def read_run(out_dir: PathLike) -> tuple[dict[str, object], list[Record]]:
+    """Read a run directory's settings and results, checking that they belong together.
+
+    Args:
+        out_dir: The run directory.
+
+    Returns:
+        The stored settings and the results (one per question id, the latest).
+
+    Raises:
+        AdaptiveRAGError: ``run.json`` is missing, torn or not an object, a line other than
+            the last is broken, or a result carries another settings fingerprint.
+    """
+    out = Path(out_dir)
+    settings = read_settings(out / RUN_FILE)
+    records, _ = _scan_results(out / RESULTS_FILE)
+    _check_fingerprints(records, settings_fingerprint(settings), out / RESULTS_FILE)
+    return settings, list(latest_by_id(records).values())
+
+
 def _check_usable(out: Path) -> None:
     """The run directory exists as a directory, or can be created (checked, not made)."""
     check_output_dir(out, what="output directory", option="output directory (--out)")
@@ -337,7 +413,16 @@ def _check_contents(out: Path, settings: RunSettings, resume: bool) -> int:
             f"checked. Fix: move {RESULTS_FILE} away or use a new output directory."
         )
         raise AdaptiveRAGError(msg)
-    existing = latest_by_id(_scan_results(results_file)[0])
+    records = _scan_results(results_file)[0]
+    _check_fingerprints(records, settings.fingerprint, results_file)
+    if stored is None and any(FINGERPRINT_KEY not in record for record in records):
+        msg = (
+            f"{run_file} is empty or cut short, and {results_file} holds results without a "
+            "settings fingerprint (written by an older release), so nothing tells which "
+            f"settings made them. Fix: restore {RUN_FILE}, or use a new output directory."
+        )
+        raise AdaptiveRAGError(msg)
+    existing = latest_by_id(records)
     if existing and not resume:
         msg = (
             f"{out} already holds {len(existing)} results and resume=False. Fix: resume "
@@ -365,8 +450,10 @@ def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = Tr
     Raises:
         AdaptiveRAGError: The path is a file or cannot be created, another run holds the
             directory's lock, the directory was made with other settings (the error lists
-            each difference), holds results without ``run.json``, holds results while
-            ``resume`` is ``False``, or has a broken ``results.jsonl``.
+            each difference), holds results of other settings (their fingerprint differs),
+            holds results without ``run.json`` (or, under a torn one, without
+            fingerprints), holds results while ``resume`` is ``False``, or has a broken
+            ``results.jsonl``.
     """
     out = Path(out_dir)
     _check_usable(out)
@@ -411,7 +498,8 @@ def start_run(out: Path, settings: RunSettings, resume: bool) -> RunStart:
     if run_file.exists() and stored is None:
         repairs.append(
             f"{run_file} was empty or cut short (a crash while it was written); it is "
-            "rewritten from this run's settings and the results already there are kept"
+            "rewritten from this run's settings and the results already there, which carry "
+            "this run's settings fingerprint, are kept"
         )
     records, cut = _repair_results(out / RESULTS_FILE)
     if cut:
@@ -422,7 +510,12 @@ def start_run(out: Path, settings: RunSettings, resume: bool) -> RunStart:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if stored is not None:
         started = str(stored.get("started", started))
-    payload = {"format": _FORMAT_VERSION, **settings.to_json(), "started": started}
+    payload = {
+        "format": _FORMAT_VERSION,
+        **settings.to_json(),
+        "fingerprint": settings.fingerprint,
+        "started": started,
+    }
     if payload != stored:
         _write_atomically(run_file, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     return RunStart(records, tuple(repairs))

@@ -37,6 +37,7 @@ from langchain_adaptive_rag.evaluation.overrides import (
     parse_config_overrides,
 )
 from langchain_adaptive_rag.evaluation.results import (
+    FINGERPRINT_KEY,
     RESULTS_FILE,
     RUN_FILE,
     PathLike,
@@ -209,8 +210,11 @@ def _answer(graph: AnswerGraph, example: Example) -> tuple[Record, Exception | N
 class _Writer:
     """Appends records to ``results.jsonl``, flushing each, and keeps the progress bar."""
 
-    def __init__(self, handle: IO[str], bar: tqdm, previous: Sequence[Record]) -> None:
+    def __init__(
+        self, handle: IO[str], bar: tqdm, previous: Sequence[Record], fingerprint: str
+    ) -> None:
         self.handle = handle
+        self.fingerprint = fingerprint
         self.bar = bar
         self.new = 0
         self.errors = 0
@@ -230,7 +234,8 @@ class _Writer:
             self._f1 += float(metrics.get("f1", 0.0))
 
     def write(self, record: Record) -> None:
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False)
+        stamped = {"id": record["id"], FINGERPRINT_KEY: self.fingerprint, **record}
+        line = json.dumps(stamped, ensure_ascii=False, allow_nan=False)
         self.handle.write(line + "\n")
         self.handle.flush()
         self.written.add(str(record["id"]))
@@ -401,7 +406,7 @@ def _run_locked(
             dynamic_ncols=True,
         ) as bar,
     ):
-        writer = _Writer(handle, bar, previous)
+        writer = _Writer(handle, bar, previous, settings.fingerprint)
         try:
             if concurrency == 1:
                 _run_sequential(graph, todo, writer, fail_fast)

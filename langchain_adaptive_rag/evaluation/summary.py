@@ -14,8 +14,7 @@ from langchain_adaptive_rag.evaluation.results import (
     RUN_FILE,
     PathLike,
     Record,
-    read_results,
-    read_settings,
+    read_run,
 )
 from langchain_adaptive_rag.graphs import display_name
 
@@ -73,7 +72,8 @@ def summarize(out_dir: PathLike, *, write: bool = True) -> SummaryRow:
         ``seconds_per_q``.
 
     Raises:
-        AdaptiveRAGError: The directory has no ``run.json``.
+        AdaptiveRAGError: The directory has no ``run.json``, or holds results of other
+            settings than its ``run.json`` (see ``read_run``).
     """
     out = Path(out_dir)
     run_file = out / RUN_FILE
@@ -83,8 +83,7 @@ def summarize(out_dir: PathLike, *, write: bool = True) -> SummaryRow:
             "written by run_evaluation (adaptive-rag eval --out DIR)."
         )
         raise AdaptiveRAGError(msg)
-    settings = read_settings(run_file)
-    records = read_results(out)
+    settings, records = read_run(out)
     dataset = settings.get("dataset")
     finished = [r for r in records if r.get("error") is None]
     row: SummaryRow = {

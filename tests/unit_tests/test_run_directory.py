@@ -134,6 +134,70 @@ def test_a_torn_run_json_is_rewritten_and_its_results_kept(tmp_path: Path, torn:
     assert summarize(tmp_path, write=False)["n"] == 8
 
 
+@pytest.mark.parametrize("torn", TORN[:3], ids=["empty", "newline", "cut"])
+def test_a_torn_run_json_cannot_mix_runs_of_other_settings(tmp_path: Path, torn: bytes) -> None:
+    assert run(tmp_path, CountingGraph(before=_stop_at(EXAMPLES[2]))).new == 2
+    (tmp_path / "run.json").write_bytes(torn)
+    other = replace(SETTINGS, method="single_retrieval")
+    with pytest.raises(AdaptiveRAGError, match=r"made with other settings .* 2 from settings"):
+        check_run_dir(tmp_path, other)
+    graph = CountingGraph()
+    with pytest.raises(AdaptiveRAGError, match=r"Results of different settings are never mixed"):
+        run(tmp_path, graph, settings=other)
+    assert graph.questions == [] and result_ids(tmp_path) == ["q0", "q1"]
+    assert (tmp_path / "run.json").read_bytes() == torn  # nothing rewritten
+    assert run(tmp_path).skipped == 2  # the settings that made them resume
+
+
+def test_every_result_carries_its_settings_fingerprint(tmp_path: Path) -> None:
+    run(tmp_path)
+    stamp = stored_run_json(tmp_path)["fingerprint"]
+    lines = (tmp_path / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert stamp == SETTINGS.fingerprint and len(stamp) == 16
+    assert {json.loads(line)["run"] for line in lines} == {stamp}
+    # only the limit may change without changing the fingerprint
+    assert replace(SETTINGS, limit=3).fingerprint == stamp
+    assert replace(SETTINGS, config={"retrieve_topk": 5}).fingerprint != stamp
+
+
+def test_a_foreign_line_is_refused_by_summary_and_resume(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    run(other, settings=replace(SETTINGS, dataset="triviaqa"))
+    run(tmp_path)
+    with (tmp_path / "results.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write((other / "results.jsonl").read_text(encoding="utf-8").splitlines()[0] + "\n")
+    with pytest.raises(
+        AdaptiveRAGError, match=r"1 from settings [0-9a-f]{16} \(first question 'q0'\)"
+    ):
+        summarize(tmp_path, write=False)
+    with pytest.raises(AdaptiveRAGError, match=r"never mixed"):
+        run(tmp_path)
+
+
+def test_unstamped_results_under_a_torn_run_json_are_refused(tmp_path: Path) -> None:
+    run(tmp_path)
+    results = tmp_path / "results.jsonl"
+    records = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+    results.write_text(  # as an older release wrote them: no fingerprint
+        "".join(json.dumps({k: v for k, v in r.items() if k != "run"}) + "\n" for r in records),
+        encoding="utf-8",
+    )
+    assert summarize(tmp_path, write=False)["n"] == 8  # an intact run.json vouches for them
+    (tmp_path / "run.json").write_bytes(b"")
+    with pytest.raises(
+        AdaptiveRAGError, match=r"without a settings fingerprint .* restore run.json"
+    ):
+        run(tmp_path)
+
+
+def _stop_at(example: Example) -> Callable[[str], None]:
+    def interrupt(question: str) -> None:
+        if question == example.question:
+            raise KeyboardInterrupt
+
+    return interrupt
+
+
 def test_run_json_that_is_not_an_object_is_still_refused(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text("[1, 2]\n")
     with pytest.raises(AdaptiveRAGError, match=r"received list; expected a JSON object"):
