@@ -13,7 +13,7 @@ from langgraph.types import Overwrite
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.policy import Policy, RunContext, bump, retrieval_decision
 from langchain_adaptive_rag.retrievers import BM25Retriever
-from langchain_adaptive_rag.retrieving import RetrieverOptions, call_retriever
+from langchain_adaptive_rag.retrieving import AbandonedCalls, RetrieverOptions, call_retriever
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievalEvent, RetrievedDoc
 
 __all__ = [
@@ -161,21 +161,33 @@ def make_retrieve_node(
     """Node ``retrieve``: call the retriever, retrying transient failures.
 
     A retrieval that finally fails is recorded in the event's note and counted in
-    ``counts["retrieval_errors"]``; the run goes on without documents (see
-    :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+    ``counts["retrieval_errors"]``; the run goes on without documents, and once
+    ``max_failed_retrievals`` of its retrievals have failed, its later ones are not
+    attempted (see ``RetrieverOptions``).
     """
     top_k = policy.config.retrieve_topk
     settings = options or RetrieverOptions()
     passes_k = _takes_k(ctx.retriever)
+    abandoned = AbandonedCalls(settings.max_abandoned_calls)  # shared by the graph's runs
+    give_up_after = settings.max_failed_retrievals
 
     def retrieve(state: AdaptiveRAGState) -> dict[str, Any]:
         query = state.get("query", "")
+        failed_before = int(state.get("counts", {}).get("retrieval_errors", 0))
         errors = 0
         if not query.strip():  # a blank query (reference FLARE, DRAGIN): nothing to find
             found: list[Document] = []
             note = "blank query: nothing retrieved"
+        elif give_up_after is not None and failed_before >= give_up_after:
+            found, errors = [], 1
+            note = (
+                f"retriever not called: {give_up_after} retrievals of this question failed "
+                f"already (RetrieverOptions.max_failed_retrievals={give_up_after})"
+            )
         else:
-            outcome = call_retriever(ctx.retriever, query, top_k, settings, passes_k=passes_k)
+            outcome = call_retriever(
+                ctx.retriever, query, top_k, settings, passes_k=passes_k, abandoned=abandoned
+            )
             found, note = outcome.documents, outcome.error
             errors = 1 if outcome.error else 0
         if not found and not note:

@@ -1,13 +1,16 @@
-"""How a graph calls its retriever: retries, a time limit, and any reasonable output.
+"""How a graph calls its retriever: retries, time limits, and any reasonable output.
 
 The ``retrieve`` node calls any LangChain retriever (or a retriever runnable, such as
-``retriever.with_retry()``) through :func:`call_retriever`: a transient failure (a
+``retriever.with_retry()``) through ``call_retriever``: a transient failure (a
 connection error, a timeout, a server error) is retried with LangGraph's
-:class:`~langgraph.types.RetryPolicy`; a call that does not return within
-``timeout_seconds`` counts as failed; strings and dicts are accepted as documents. A
-retrieval that finally fails is recorded in the retrieval event's note and counted in
+``RetryPolicy``; a call that does not return within ``timeout_seconds`` counts as a
+failed attempt, and the attempts and pauses of one retrieval stop at
+``deadline_seconds``; strings and dicts are accepted as documents. A retrieval that
+finally fails is recorded in the retrieval event's note and counted in
 ``counts["retrieval_errors"]``, and the run continues without documents (or raises, with
-``on_failure="raise"``).
+``on_failure="raise"``); after ``max_failed_retrievals`` failures in one run, its later
+retrievals are not attempted. A call that timed out cannot be stopped: it finishes in a
+background thread, and at most ``max_abandoned_calls`` of them run at once per graph.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,12 +31,14 @@ from langgraph.types import RetryPolicy
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 
 __all__ = [
+    "AbandonedCalls",
     "RetrievalOutcome",
     "Retriever",
     "RetrieverOptions",
     "RetrieverTimeoutError",
     "call_retriever",
     "is_transient_retriever_error",
+    "retry_rule",
     "to_documents",
 ]
 
@@ -45,30 +50,6 @@ returns its documents (``retriever.with_retry()``, ``retriever.with_config(...)`
 
 class RetrieverTimeoutError(TimeoutError):
     """A retriever call did not return within ``RetrieverOptions.timeout_seconds``."""
-
-
-def is_transient_retriever_error(error: Exception) -> bool:
-    """Whether a retriever failure is worth another attempt.
-
-    Connection errors and timeouts are; so is whatever LangGraph's default retry rule
-    retries (HTTP 5xx from ``httpx`` and ``requests``, and unknown exception types);
-    programming and data errors (``ValueError``, ``TypeError``, ``KeyError``, ...) are not.
-
-    Args:
-        error: What the retriever raised.
-
-    Returns:
-        ``True`` for a transient failure.
-    """
-    if isinstance(error, (ConnectionError, TimeoutError)):
-        return True
-    if isinstance(error, AdaptiveRAGError):
-        return False
-    try:  # LangGraph's own rule (an internal module of LangGraph 1.x)
-        from langgraph._internal._retry import default_retry_on
-    except ImportError:  # a LangGraph release that moved it: the rule kept here
-        return _retried_by_default(error)
-    return bool(default_retry_on(error))
 
 
 _NOT_TRANSIENT = (
@@ -85,25 +66,66 @@ _NOT_TRANSIENT = (
     StopAsyncIteration,
     OSError,
 )
-"""Exception types LangGraph 1.x's default retry rule does not retry (but connection
-errors, which are ``OSError`` too)."""
+"""Exception types not retried (but connection errors and timeouts, which are ``OSError``
+too): the list of LangGraph 1.x's default rule."""
 
 
-def _retried_by_default(error: Exception) -> bool:
-    """LangGraph 1.x's default retry rule, for a LangGraph without it where it was.
+def is_transient_retriever_error(error: Exception) -> bool:
+    """Whether a retriever failure is worth another attempt.
 
-    Connection errors and HTTP 5xx responses (``httpx.HTTPStatusError``,
-    ``requests.HTTPError``) are retried; programming and data errors are not, nor other
-    HTTP statuses (LangGraph 1.x retries a ``requests`` error whose response is 4xx or
-    missing); exception types it does not know are.
+    Connection errors, timeouts and HTTP 5xx responses (``httpx.HTTPStatusError``,
+    ``requests.HTTPError``) are; so are exception types no rule knows (a client library's
+    own). Programming and data errors (``ValueError``, ``TypeError``, ``KeyError``, ...),
+    other HTTP statuses and the package's own errors are not. This is LangGraph 1.x's
+    default rule, except that a ``requests`` error with a 4xx response or none is not
+    retried (LangGraph's retries it).
+
+    Args:
+        error: What the retriever raised.
+
+    Returns:
+        ``True`` for a transient failure.
     """
-    if isinstance(error, ConnectionError):
+    if isinstance(error, (ConnectionError, TimeoutError)):
         return True
+    if isinstance(error, AdaptiveRAGError):
+        return False
     response = getattr(error, "response", None)
     status = getattr(response, "status_code", None)
-    if type(error).__name__ in ("HTTPStatusError", "HTTPError") and isinstance(status, int):
-        return 500 <= status < 600
+    if type(error).__name__ in ("HTTPStatusError", "HTTPError"):
+        return isinstance(status, int) and 500 <= status < 600
     return not isinstance(error, _NOT_TRANSIENT)
+
+
+_LANGGRAPH_DEFAULT_RULE = RetryPolicy().retry_on
+"""The ``retry_on`` a ``RetryPolicy`` built without one carries (LangGraph's default)."""
+
+
+def retry_rule(policy: RetryPolicy) -> Callable[[Exception], bool]:
+    """Which failures ``policy`` retries for a retriever.
+
+    A policy that keeps LangGraph's default ``retry_on`` (``RetryPolicy(max_attempts=5)``)
+    retries the transient retriever failures of ``is_transient_retriever_error``,
+    timeouts included (LangGraph's own default does not retry a ``TimeoutError``, an
+    ``OSError``); a ``retry_on`` of the user's own (a type, types, or a function) decides
+    alone.
+
+    Args:
+        policy: The retry policy of ``RetrieverOptions.retry``.
+
+    Returns:
+        A function from the raised exception to whether to retry.
+    """
+    rule = policy.retry_on
+    if rule is _LANGGRAPH_DEFAULT_RULE:
+        return is_transient_retriever_error
+    if isinstance(rule, type):
+        kind: type[BaseException] = rule
+        return lambda error: isinstance(error, kind)
+    if isinstance(rule, Sequence):
+        kinds = tuple(rule)
+        return lambda error: isinstance(error, kinds)
+    return lambda error: bool(rule(error))
 
 
 def _default_retry() -> RetryPolicy:
@@ -126,11 +148,25 @@ class RetrieverOptions:
 
     retry: RetryPolicy = field(default_factory=_default_retry)
     """LangGraph's retry policy for one retrieval: attempts, backoff and which errors are
-    retried (default: 3 attempts, 0.5 s then 1 s apart, transient errors only; see
-    :func:`is_transient_retriever_error`). ``RetryPolicy(max_attempts=1)`` never retries."""
+    retried (default: 3 attempts, 0.5 s then 1 s apart, transient errors only). A policy
+    with LangGraph's default ``retry_on`` retries the transient retriever errors
+    (connection errors, timeouts, HTTP 5xx; see ``retry_rule``); a ``retry_on`` of your
+    own decides alone. ``RetryPolicy(max_attempts=1)`` never retries."""
     timeout_seconds: float | None = 30.0
     """A call that has not returned by then counts as a failed (transient) attempt; the
-    call itself cannot be stopped and finishes in the background. ``None``: no limit."""
+    call itself cannot be stopped and finishes in a background thread. ``None``: no
+    limit."""
+    deadline_seconds: float | None = 60.0
+    """The most one retrieval may take, its attempts and the pauses between them
+    together: an attempt gets what is left of it (or ``timeout_seconds``, if less), and
+    no attempt starts after it. ``None``: attempts alone bound it."""
+    max_failed_retrievals: int | None = 2
+    """Once this many retrievals of one run (one question) have finally failed, its
+    later retrievals are not attempted and are recorded as failed, so a dead backend
+    costs a question at most this many deadlines. ``None``: every retrieval is tried."""
+    max_abandoned_calls: int = 4
+    """Timed-out calls still running in the background that one graph tolerates; beyond
+    them an attempt fails at once instead of starting another thread."""
     on_failure: Literal["continue", "raise"] = "continue"
     """After the last attempt: record the failure and generate without documents
     (``continue``), or fail the run (``raise``)."""
@@ -146,18 +182,26 @@ class RetrieverOptions:
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             msg = f"RetrieverOptions.retry.max_attempts must be an integer >= 1, got {attempts!r}."
             raise AdaptiveRAGError(msg)
-        timeout = self.timeout_seconds
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            msg = (
-                f"RetrieverOptions.timeout_seconds must be a positive number of seconds or "
-                f"None, got {timeout!r}."
-            )
-            raise AdaptiveRAGError(msg)
+        for name in ("timeout_seconds", "deadline_seconds"):
+            seconds = getattr(self, name)
+            if seconds is not None and (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, (int, float))
+                or not math.isfinite(seconds)
+                or seconds <= 0
+            ):
+                msg = (
+                    f"RetrieverOptions.{name} must be a positive number of seconds or "
+                    f"None, got {seconds!r}."
+                )
+                raise AdaptiveRAGError(msg)
+        for name, lowest in (("max_failed_retrievals", 1), ("max_abandoned_calls", 0)):
+            value = getattr(self, name)
+            if value is None and name == "max_failed_retrievals":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+                msg = f"RetrieverOptions.{name} must be an integer >= {lowest}, got {value!r}."
+                raise AdaptiveRAGError(msg)
         if self.on_failure not in ("continue", "raise"):
             msg = (
                 f"RetrieverOptions.on_failure must be 'continue' or 'raise', got "
@@ -230,14 +274,56 @@ def _invoke(retriever: Retriever, query: str, k: int | None) -> object:
     return retriever.invoke(query, k=k) if k is not None else retriever.invoke(query)
 
 
+class AbandonedCalls:
+    """The timed-out retriever calls of one graph that are still running.
+
+    A call cannot be stopped once started; when its attempt times out it goes on in its
+    thread and counts here until it returns. Past ``limit`` of them, an attempt fails
+    at once (a ``RetrieverTimeoutError``) instead of starting one more thread.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._running = 0
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> int:
+        """Timed-out calls still running."""
+        with self._lock:
+            return self._running
+
+    def add(self) -> None:
+        """Count a call that just timed out."""
+        with self._lock:
+            self._running += 1
+
+    def finished(self) -> None:
+        """Uncount a timed-out call that returned."""
+        with self._lock:
+            self._running -= 1
+
+
 def _invoke_within(
-    retriever: Retriever, query: str, k: int | None, timeout: float | None
+    retriever: Retriever,
+    query: str,
+    k: int | None,
+    timeout: float | None,
+    abandoned: AbandonedCalls,
 ) -> object:
-    """One call, given up after ``timeout`` seconds (run in a daemon thread then)."""
+    """One call, given up after ``timeout`` seconds (it runs in a daemon thread then)."""
     if timeout is None:
         return _invoke(retriever, query, k)
+    if abandoned.running >= abandoned.limit:
+        msg = (
+            f"{abandoned.running} earlier calls of this retriever timed out and are still "
+            f"running (RetrieverOptions.max_abandoned_calls={abandoned.limit}); no new call "
+            f"is started (query {query[:80]!r})."
+        )
+        raise RetrieverTimeoutError(msg)
     box: dict[str, object] = {}
     done = threading.Event()
+    lock = threading.Lock()
     context = contextvars.copy_context()  # LangChain callbacks and tracing follow the call
 
     def run() -> None:
@@ -246,24 +332,23 @@ def _invoke_within(
         except BaseException as error:  # handed to the waiting node
             box["error"] = error
         finally:
-            done.set()
+            with lock:
+                done.set()
+                if box.get("abandoned"):
+                    abandoned.finished()
 
     threading.Thread(target=run, name="adaptive-rag-retrieve", daemon=True).start()
     if not done.wait(timeout):
-        msg = f"The retriever did not answer within {timeout:g} s (query {query[:80]!r})."
-        raise RetrieverTimeoutError(msg)
+        with lock:
+            if not done.is_set():
+                box["abandoned"] = True
+                abandoned.add()
+        if box.get("abandoned"):
+            msg = f"The retriever did not answer within {timeout:g} s (query {query[:80]!r})."
+            raise RetrieverTimeoutError(msg)
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box.get("value")
-
-
-def _retries(policy: RetryPolicy, error: Exception) -> bool:
-    rule = policy.retry_on
-    if isinstance(rule, type):
-        return isinstance(error, rule)
-    if isinstance(rule, Sequence):
-        return isinstance(error, tuple(rule))
-    return bool(rule(error))
 
 
 def call_retriever(
@@ -273,6 +358,7 @@ def call_retriever(
     options: RetrieverOptions,
     *,
     passes_k: bool = False,
+    abandoned: AbandonedCalls | None = None,
 ) -> RetrievalOutcome:
     """Retrieve up to ``k`` documents for ``query``, retrying transient failures.
 
@@ -281,8 +367,10 @@ def call_retriever(
             documents (``retriever.with_retry()``, ``retriever | ...``).
         query: The query.
         k: Documents kept.
-        options: Retries, time limit and what a final failure does.
+        options: Retries, time limits and what a final failure does.
         passes_k: Give ``k`` to the call (retrievers with a per-call ``k``).
+        abandoned: The timed-out calls still running, shared by the calls of one graph
+            (default: a count of this retrieval's own).
 
     Returns:
         The documents and attempts, or the final error (with ``on_failure="continue"``).
@@ -291,24 +379,36 @@ def call_retriever(
         AdaptiveRAGError: The retrieval finally failed and ``on_failure`` is ``raise``.
     """
     policy = options.retry
+    retries = retry_rule(policy)
+    pending = abandoned if abandoned is not None else AbandonedCalls(options.max_abandoned_calls)
+    deadline = (
+        None if options.deadline_seconds is None else time.monotonic() + options.deadline_seconds
+    )
     interval = policy.initial_interval
     attempt = 0
     while True:
         attempt += 1
+        timeout = options.timeout_seconds
+        if deadline is not None:
+            left = max(deadline - time.monotonic(), 1e-3)
+            timeout = left if timeout is None else min(timeout, left)
         try:
-            found = _invoke_within(
-                retriever, query, k if passes_k else None, options.timeout_seconds
-            )
+            found = _invoke_within(retriever, query, k if passes_k else None, timeout, pending)
             return RetrievalOutcome(to_documents(found)[:k], attempt)
         except Exception as error:
-            if attempt < policy.max_attempts and _retries(policy, error):
-                pause = min(interval, policy.max_interval)
-                time.sleep(pause + (random.uniform(0, 1) if policy.jitter else 0.0))
+            pause = min(interval, policy.max_interval)
+            pause += random.uniform(0, 1) if policy.jitter else 0.0
+            wanted = attempt < policy.max_attempts and retries(error)
+            in_time = deadline is None or time.monotonic() + pause < deadline
+            if wanted and in_time:
+                time.sleep(pause)
                 interval *= policy.backoff_factor
                 continue
             message = f"retriever raised {type(error).__name__}: {error}"
             if attempt > 1:
                 message += f" (after {attempt} attempts)"
+            if wanted:
+                message += f" (no time left for another in its {options.deadline_seconds:g} s)"
             if options.on_failure == "raise":
                 msg = f"Retrieval failed for query {query[:80]!r}: {message}."
                 raise AdaptiveRAGError(msg) from error

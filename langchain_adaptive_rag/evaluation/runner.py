@@ -195,7 +195,8 @@ def _answer(graph: AnswerGraph, example: Example) -> tuple[Record, Exception | N
         notes = [
             str(e.get("note"))
             for e in (events if isinstance(events, list) else [])
-            if isinstance(e, Mapping) and str(e.get("note", "")).startswith("retriever raised")
+            if isinstance(e, Mapping)
+            and str(e.get("note", "")).startswith(("retriever raised", "retriever not called"))
         ]
         error = AdaptiveRAGError(
             f"{failed} of {counts.get('retrievals', failed)} retrievals failed after their "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from typing import Any
 
@@ -22,10 +23,19 @@ from langchain_adaptive_rag import RetrieverOptions
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
-from langchain_adaptive_rag.graphs.fixed import create_single_round_graph
+from langchain_adaptive_rag.graphs.fixed import (
+    FixLengthConfig,
+    create_fix_length_graph,
+    create_single_round_graph,
+)
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.retrieving import is_transient_retriever_error, to_documents
+from langchain_adaptive_rag.retrieving import (
+    RetrieverTimeoutError,
+    is_transient_retriever_error,
+    retry_rule,
+    to_documents,
+)
 from langchain_adaptive_rag.state import RetrievalDecision
 from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.unit_tests.test_dragin_graph import _draft, _model
@@ -113,6 +123,121 @@ def test_a_hanging_retriever_times_out() -> None:
     note = result["retrievals"][0]["note"]
     assert note.startswith("retriever raised RetrieverTimeoutError: The retriever did not")
     assert "within 0.2 s" in note and result["counts"]["retrieval_errors"] == 1
+
+
+class BlockedRetriever(BaseRetriever):
+    """Hangs until ``release`` is set; counts its calls."""
+
+    release: Any = Field(default_factory=threading.Event)
+    calls: int = 0
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        self.calls += 1
+        self.release.wait(30)
+        return []
+
+
+def _retrieve_threads() -> int:
+    return sum(t.name == "adaptive-rag-retrieve" for t in threading.enumerate())
+
+
+def test_a_users_retry_policy_retries_timeouts() -> None:
+    # RetryPolicy() carries LangGraph's default rule, which does not retry TimeoutError
+    assert not RetryPolicy().retry_on(TimeoutError())  # type: ignore[operator]
+    retriever = BlockedRetriever()
+    options = RetrieverOptions(
+        retry=RetryPolicy(max_attempts=2, jitter=False, initial_interval=0.0), timeout_seconds=0.2
+    )
+    try:
+        result = _single_round(retriever, options)
+    finally:
+        retriever.release.set()
+    assert retriever.calls == 2
+    note = result["retrievals"][0]["note"]
+    assert (
+        note.startswith("retriever raised RetrieverTimeoutError") and "(after 2 attempts)" in note
+    )
+    assert retry_rule(options.retry)(RetrieverTimeoutError()) is True
+    # a rule of the user's own decides alone
+    own = RetryPolicy(max_attempts=3, retry_on=ConnectionError)
+    assert retry_rule(own)(RetrieverTimeoutError()) is False
+    assert retry_rule(own)(ConnectionError()) is True
+
+
+def test_one_retrieval_stops_at_its_deadline() -> None:
+    retriever = BlockedRetriever()
+    options = RetrieverOptions(
+        retry=FAST._replace(max_attempts=50),
+        timeout_seconds=0.3,
+        deadline_seconds=1.0,
+        max_abandoned_calls=50,
+    )
+    start = time.perf_counter()
+    try:
+        result = _single_round(retriever, options)
+    finally:
+        retriever.release.set()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 2.5, elapsed  # 50 attempts of 0.3 s would take 15 s
+    assert 3 <= retriever.calls <= 5
+    note = result["retrievals"][0]["note"]
+    assert "no time left for another in its 1 s" in note
+    with pytest.raises(AdaptiveRAGError, match="deadline_seconds must be a positive number"):
+        RetrieverOptions(deadline_seconds=-1)
+
+
+def test_timed_out_calls_keep_at_most_max_abandoned_calls_threads() -> None:
+    retriever = BlockedRetriever()
+    before = _retrieve_threads()
+    options = RetrieverOptions(
+        retry=FAST._replace(max_attempts=6), timeout_seconds=0.1, max_abandoned_calls=2
+    )
+    try:
+        result = _single_round(retriever, options)
+        assert retriever.calls == 2  # attempts 3 to 6 start no thread
+        assert _retrieve_threads() - before == 2
+        note = result["retrievals"][0]["note"]
+        assert "2 earlier calls of this retriever timed out and are still running" in note
+    finally:
+        retriever.release.set()
+    deadline = time.monotonic() + 5
+    while _retrieve_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _retrieve_threads() == before  # the abandoned calls returned and their threads ended
+
+
+SIX_CHUNKS = [" a b c", " d e f", " g h i", " j k l", " So the answer", " is 1931."]
+
+
+def test_a_dead_backend_costs_a_question_at_most_max_failed_retrievals() -> None:
+    model = FakeTraceModel(SIX_CHUNKS)
+    retriever = FlakyRetriever(failures=100)
+    graph = create_fix_length_graph(
+        model,
+        retriever,
+        config=FixLengthConfig(fix_length=3, generate_max_length=64),
+        prompts=NO_SHOTS,
+        retriever_options=RetrieverOptions(retry=FAST._replace(max_attempts=2)),
+    )
+    result = graph.invoke({"question": QUESTION})
+    notes = [e["note"] for e in result["retrievals"]]
+    assert len(notes) == 6 and retriever.calls == 4  # 2 retrievals of 2 attempts each
+    assert all(n.startswith("retriever raised ConnectionError") for n in notes[:2])
+    assert all(n.startswith("retriever not called: 2 retrievals") for n in notes[2:])
+    assert result["counts"]["retrieval_errors"] == 6 and result["answer"] == "1931"
+    unlimited = RetrieverOptions(retry=FAST._replace(max_attempts=1), max_failed_retrievals=None)
+    model = FakeTraceModel(SIX_CHUNKS)
+    retriever = FlakyRetriever(failures=100)
+    create_fix_length_graph(
+        model,
+        retriever,
+        config=FixLengthConfig(fix_length=3, generate_max_length=64),
+        prompts=NO_SHOTS,
+        retriever_options=unlimited,
+    ).invoke({"question": QUESTION})
+    assert retriever.calls == 6
 
 
 def test_a_retriever_wrapped_with_retry_is_accepted() -> None:

@@ -1,10 +1,10 @@
 """What the package takes from LangGraph's internal modules, and what it does without them.
 
 The graph builder builds its nodes as LangGraph builds a node from a function (so that
-async runs wait in the model's threads), and the retriever's retry rule is LangGraph's
-default; both live in LangGraph 1.x's ``_internal`` package. A LangGraph release that
-moves them must leave the graphs working: with plain function nodes, and with the retry
-rule kept here.
+async runs wait in the model's threads), which lives in LangGraph 1.x's ``_internal``
+package: a LangGraph release that moves it must leave the graphs working, with plain
+function nodes. The retriever's retry rule is the package's own, compared here with
+LangGraph's default.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from typing import Any
 import httpx
 import pytest
 import requests
+from langgraph.types import RetryPolicy
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import _builder
 from langchain_adaptive_rag.graphs.fixed import create_fix_length_graph
 from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.retrieving import is_transient_retriever_error
+from langchain_adaptive_rag.retrieving import is_transient_retriever_error, retry_rule
 from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
 
@@ -73,7 +74,7 @@ def test_the_package_imports_and_runs_without_langgraphs_internal_modules() -> N
         sys.modules["langgraph._internal._runnable"] = None  # then importing them fails
         sys.modules["langgraph._internal._retry"] = None
         from langchain_adaptive_rag.graphs import _builder
-        from langchain_adaptive_rag.retrieving import is_transient_retriever_error
+        from langchain_adaptive_rag.retrieving import is_transient_retriever_error, retry_rule
         from tests.unit_tests.test_langgraph_internals import ThreadedModel, _run
         from concurrent.futures import ThreadPoolExecutor
         assert _builder._NodeRunnable is None
@@ -139,17 +140,14 @@ def _langgraphs_differs(error: Exception) -> bool:
 
 
 @pytest.mark.parametrize(("error", "retried"), ERRORS, ids=[repr(e) for e, _ in ERRORS])
-def test_the_retry_rule_with_and_without_langgraphs(
-    monkeypatch: pytest.MonkeyPatch, error: Exception, retried: bool
-) -> None:
-    from langgraph._internal._retry import default_retry_on  # the subprocess test lacks it
-
-    with_langgraphs = is_transient_retriever_error(error)
-    if _langgraphs_differs(error) and not retried:
-        assert with_langgraphs is True and default_retry_on(error) is True
-    else:
-        assert with_langgraphs is retried
-    if not isinstance(error, (TimeoutError, AdaptiveRAGError)):  # decided before the rule
-        assert default_retry_on(error) is (with_langgraphs)
-    monkeypatch.setitem(sys.modules, "langgraph._internal._retry", None)  # import fails
+def test_the_retry_rule_and_langgraphs(error: Exception, retried: bool) -> None:
+    langgraphs = RetryPolicy().retry_on  # LangGraph's default rule, as a user's policy has it
     assert is_transient_retriever_error(error) is retried
+    if isinstance(error, TimeoutError):  # retried here, not by LangGraph's rule
+        assert langgraphs(error) is False  # type: ignore[operator]
+    elif _langgraphs_differs(error):
+        assert langgraphs(error) is True  # type: ignore[operator]
+    elif not isinstance(error, AdaptiveRAGError):
+        assert langgraphs(error) is retried  # type: ignore[operator]
+    # a user's policy with LangGraph's default rule retries what the package's does
+    assert retry_rule(RetryPolicy(max_attempts=5))(error) is retried
