@@ -6,11 +6,13 @@ Every error says what was received, what was expected and how to fix it.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 
 __all__ = [
     "AdaptiveRAGError",
     "AttentionUnavailableError",
     "CallCancelledError",
+    "DamagedIndexError",
     "DatasetFormatError",
     "HiddenLayerError",
     "ModelServerError",
@@ -103,6 +105,24 @@ class DatasetFormatError(AdaptiveRAGError):
         msg = f"{where}: {what}received {received}; expected {expected}."
         if fix is not None:
             msg += f" Fix: {fix}"
+        super().__init__(msg)
+
+
+class DamagedIndexError(AdaptiveRAGError):
+    """A file of a saved BM25 index is not what was written (cut, overwritten, garbled).
+
+    Attributes:
+        path: The damaged file.
+        problem: What is wrong with it, in words.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        msg = (
+            f"BM25 index file {self.path!r} {problem}: the index is damaged. Fix: rebuild "
+            "the index (adaptive-rag index CORPUS --out DIR)."
+        )
         super().__init__(msg)
 
 

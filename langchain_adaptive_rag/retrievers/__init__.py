@@ -4,6 +4,8 @@
   ``retriever.save(dir)`` writes it, :func:`load_bm25_retriever` memory-maps it back.
 - :func:`build_bm25_index` streams a corpus of any size (DPR's 21M passages) into such a
   directory in bounded memory (``adaptive-rag index CORPUS --out DIR``).
+- ``verify_bm25_index`` checks a saved index in full against the checksums written with
+  it (``adaptive-rag verify-index DIR``).
 - :func:`create_elasticsearch_retriever` and :func:`index_elasticsearch` set up the papers'
   Elasticsearch BM25 for a corpus beyond one machine.
 """
@@ -22,6 +24,7 @@ from langchain_adaptive_rag.retrievers.elasticsearch import (
     elasticsearch_query_body,
     index_elasticsearch,
 )
+from langchain_adaptive_rag.retrievers.verify import verify_bm25_index
 
 __all__ = [
     "BM25Analyzer",
@@ -36,4 +39,5 @@ __all__ = [
     "english_analyzer",
     "index_elasticsearch",
     "load_bm25_retriever",
+    "verify_bm25_index",
 ]

@@ -10,11 +10,10 @@ size (21M DPR passages) in bounded memory.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,15 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.errors import AdaptiveRAGError, DamagedIndexError
 from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer
 from langchain_adaptive_rag.retrievers.builder import (
     DATA_FILE,
-    INDEX_FORMAT,
     INDICES_FILE,
     INDPTR_FILE,
     MANIFEST_FILE,
     PARAMS_FILE,
+    READABLE_FORMATS,
     TIE_BREAKER,
     TITLE_DIR,
     VOCAB_FILE,
@@ -43,6 +42,16 @@ from langchain_adaptive_rag.retrievers.builder import (
     publish,
     staging_directory,
     write_json,
+)
+from langchain_adaptive_rag.retrievers.integrity import (
+    AUTO_VERIFY_BYTES,
+    check_csc,
+    check_postings,
+    check_recorded_sizes,
+    check_vocabulary,
+    read_array,
+    read_json_file,
+    verify_checksums,
 )
 from langchain_adaptive_rag.retrievers.store import (
     DiskPassages,
@@ -76,6 +85,10 @@ class BM25Index:
     """BM25's ``k1`` and ``b``."""
     directory: Path | None = None
     """The directory it was loaded from, if any."""
+    _checked: tuple[set[int], set[int]] = field(
+        default_factory=lambda: (set(), set()), init=False, repr=False, compare=False
+    )
+    """Term ids whose postings were checked, per field (text, title): each once."""
 
     @property
     def size(self) -> int:
@@ -92,12 +105,19 @@ class BM25Index:
 
         With a title field the score is Elasticsearch's ``best_fields`` combination,
         ``max(text, title) + 0.5 * min(text, title)``.
+
+        Raises:
+            DamagedIndexError: A query term's postings are damaged (a passage row out of
+                range, a weight that is not a positive number), naming the file.
         """
         terms = self.analyzer(query)
-        scores = _field_scores(self.model, terms, self.size)
+        directory = self.directory  # None: built in memory by bm25s, nothing to check
+        text_check = None if directory is None else _Check(directory, self._checked[0])
+        scores = _field_scores(self.model, terms, self.size, text_check)
         if self.title_model is None:
             return scores
-        rows, title = _sparse_field_scores(self.title_model, terms)
+        title_check = None if directory is None else _Check(directory / TITLE_DIR, self._checked[1])
+        rows, title = _sparse_field_scores(self.title_model, terms, title_check)
         if rows.size:  # elsewhere the title scores 0: max(text, 0) + 0.5 * 0 = text
             text = scores[rows]
             scores[rows] = np.maximum(text, title) + np.float32(TIE_BREAKER) * np.minimum(
@@ -106,8 +126,21 @@ class BM25Index:
         return scores
 
 
-def _postings(model: Any, terms: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(rows, weights)`` of each query term found in one field's CSC arrays."""
+@dataclass(frozen=True)
+class _Check:
+    """Where a loaded field's files are, and which of its terms were checked already."""
+
+    directory: Path
+    done: set[int]
+
+
+def _postings(
+    model: Any, terms: list[str], check: _Check | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(rows, weights)`` of each query term found in one field's CSC arrays.
+
+    A loaded field's postings are checked the first time a query reads them.
+    """
     vocab: dict[str, int] = model.vocab_dict
     arrays = model.scores
     data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
@@ -116,21 +149,27 @@ def _postings(model: Any, terms: list[str]) -> list[tuple[np.ndarray, np.ndarray
         term_id = vocab.get(term)
         if term_id is not None:
             start, end = int(indptr[term_id]), int(indptr[term_id + 1])
-            found.append((indices[start:end], data[start:end]))
+            rows, weights = indices[start:end], data[start:end]
+            if check is not None and term_id not in check.done:
+                check_postings(check.directory, term, rows, weights, int(arrays["num_docs"]))
+                check.done.add(term_id)
+            found.append((rows, weights))
     return found
 
 
-def _field_scores(model: Any, terms: list[str], size: int) -> np.ndarray:
+def _field_scores(model: Any, terms: list[str], size: int, check: _Check | None) -> np.ndarray:
     """Dense sum of the query terms' precomputed weights over every passage of a field."""
     scores = np.zeros(size, dtype=np.float32)
-    for rows, weights in _postings(model, terms):
+    for rows, weights in _postings(model, terms, check):
         np.add.at(scores, rows, weights)  # numpy's unbuffered scatter-add, ~2x fancy +=
     return scores
 
 
-def _sparse_field_scores(model: Any, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _sparse_field_scores(
+    model: Any, terms: list[str], check: _Check | None
+) -> tuple[np.ndarray, np.ndarray]:
     """The passages a field scores above 0 and their scores (titles: short postings)."""
-    found = _postings(model, terms)
+    found = _postings(model, terms, check)
     if not found:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     rows, inverse = np.unique(np.concatenate([r for r, _ in found]), return_inverse=True)
@@ -252,6 +291,7 @@ class BM25Retriever(BaseRetriever):
                 write_json(
                     staging / MANIFEST_FILE,
                     manifest(
+                        staging,
                         analyzer=index.analyzer,
                         params=index.params,
                         index_title=index.index_title,
@@ -394,64 +434,69 @@ def _read_manifest(directory: Path) -> dict[str, Any]:
             "did not finish. Fix: build it again with adaptive-rag index CORPUS --out DIR."
         )
         raise AdaptiveRAGError(msg)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        msg = f"{str(file)!r} is not valid JSON ({error}). Fix: rebuild the index."
-        raise AdaptiveRAGError(msg) from error
-    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+    data = read_json_file(file)
+    if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         msg = (
-            f"{str(file)!r} records index format {found!r}; this version reads format "
-            f"{INDEX_FORMAT}. Fix: rebuild the index with this version."
+            f"{str(file)!r} records index format {found!r}; this version reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))}. Fix: rebuild the index with this version."
         )
         raise AdaptiveRAGError(msg)
+    files = data.get("files")
+    if data["format"] >= 2 and not isinstance(files, dict):
+        raise DamagedIndexError(file, "lacks the record of the index's files")
     return data
 
 
-def _check_arrays(directory: Path, model: Any, expected: dict[str, Any]) -> None:
-    arrays = model.scores
-    indptr, data, indices = arrays["indptr"], arrays["data"], arrays["indices"]
-    problems = []
-    if len(indptr) != len(model.vocab_dict) + 1:
-        problems.append(
-            f"{INDPTR_FILE} has {len(indptr)} entries for {len(model.vocab_dict)} terms"
-        )
-    if not (len(data) == len(indices) == int(indptr[-1])):
-        problems.append(
-            f"{DATA_FILE}/{INDICES_FILE} have {len(data)}/{len(indices)} postings, "
-            f"{INDPTR_FILE} ends at {int(indptr[-1])}"
-        )
-    if arrays["num_docs"] != expected.get("num_passages"):
-        problems.append(
-            f"{PARAMS_FILE} counts {arrays['num_docs']} passages, {MANIFEST_FILE} "
-            f"{expected.get('num_passages')}"
-        )
-    if problems:
-        msg = (
-            f"BM25 index {str(directory)!r} is inconsistent: {'; '.join(problems)}. "
-            "Fix: rebuild the index."
-        )
-        raise AdaptiveRAGError(msg)
-
-
-def _load_field(directory: Path, mmap: bool, recorded: dict[str, Any]) -> Any:
+def _load_field(directory: Path, mmap: bool, num_passages: int) -> Any:
+    """One field's ``bm25s`` model, each file checked (and named when refused)."""
     import bm25s
 
     missing = [name for name in _FIELD_FILES if not (directory / name).is_file()]
     if missing:
         msg = f"BM25 index {str(directory)!r} lacks {', '.join(missing)}. Fix: rebuild the index."
         raise AdaptiveRAGError(msg)
-    try:
-        model = bm25s.BM25.load(directory, mmap=mmap, load_corpus=False, show_progress=False)
-    except (ValueError, OSError, EOFError, TypeError, KeyError) as error:
-        msg = (
-            f"BM25 index {str(directory)!r} could not be read ({type(error).__name__}: "
-            f"{error}). Fix: rebuild the index."
+    params_file = directory / PARAMS_FILE
+    params = read_json_file(params_file)
+    if not isinstance(params, dict) or params.get("num_docs") != num_passages:
+        counted = params.get("num_docs") if isinstance(params, dict) else type(params).__name__
+        raise DamagedIndexError(
+            params_file, f"counts {counted!r} passages; the manifest {num_passages}"
         )
-        raise AdaptiveRAGError(msg) from error
-    _check_arrays(directory, model, recorded)
+    data = read_array(directory / DATA_FILE, ("float32",), mmap=mmap)
+    indices = read_array(directory / INDICES_FILE, ("int32",), mmap=mmap)
+    indptr = read_array(directory / INDPTR_FILE, ("int64", "int32"), mmap=mmap)
+    check_csc(directory, (DATA_FILE, INDICES_FILE, INDPTR_FILE), (data, indices, indptr))
+    vocab_file = directory / VOCAB_FILE
+    vocab = read_json_file(vocab_file)
+    check_vocabulary(vocab_file, vocab, len(indptr) - 1)
+    settings = {key: value for key, value in params.items() if key not in ("num_docs", "version")}
+    try:
+        model = bm25s.BM25(**settings)
+    except (TypeError, ValueError) as error:
+        raise DamagedIndexError(params_file, f"holds settings bm25s refuses ({error})") from error
+    model.vocab_dict = vocab
+    model._original_version = params.get("version")
+    model.unique_token_ids_set = set(vocab.values())
+    model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": num_passages}
+    model.nonoccurrence_array = None
     return model
+
+
+def _check_files(root: Path, recorded: dict[str, Any], verify: bool | None) -> None:
+    """Sizes always; checksums when ``verify`` (``None``: for indexes up to 1 GiB)."""
+    files = recorded.get("files")
+    if not isinstance(files, dict):  # format 1: nothing recorded to compare with
+        if verify:
+            msg = (
+                f"BM25 index {str(root)!r} was written in format 1, which records no "
+                "checksums, so it cannot be verified. Fix: rebuild it with this version."
+            )
+            raise AdaptiveRAGError(msg)
+        return
+    total = check_recorded_sizes(root, files)
+    if verify or (verify is None and total <= AUTO_VERIFY_BYTES):
+        verify_checksums(root, files)
 
 
 def load_bm25_retriever(
@@ -460,8 +505,12 @@ def load_bm25_retriever(
     k: int = 3,
     mmap: bool = True,
     analyzer: BM25Analyzer | None = None,
+    verify: bool | None = None,
 ) -> BM25Retriever:
     """Load a saved BM25 index (``adaptive-rag index`` or ``BM25Retriever.save``).
+
+    Every file's size and the arrays' structure are checked at each load; see
+    ``langchain_adaptive_rag.retrievers.integrity`` for what is checked when.
 
     Args:
         directory: The index directory.
@@ -470,13 +519,19 @@ def load_bm25_retriever(
             read on demand). ``False`` reads them into memory.
         analyzer: The analyzer the caller expects; a different recorded one is refused.
             ``None`` uses the recorded analyzer.
+        verify: Compare every file's SHA-256 with the one recorded when it was written
+            (``True``), or not (``False``). ``None``: when the files hold at most 1 GiB
+            (``AUTO_VERIFY_BYTES``); verify a larger index once with
+            ``verify_bm25_index`` (``adaptive-rag verify-index DIR``).
 
     Returns:
         The retriever; passages are read from disk when returned.
 
     Raises:
-        AdaptiveRAGError: The directory is missing, incomplete, corrupt, of another format,
-            or was built with another analyzer than ``analyzer``.
+        DamagedIndexError: A file is missing, cut, garbled or not what was written (the
+            error names it).
+        AdaptiveRAGError: The directory is missing, incomplete, of another format, or was
+            built with another analyzer than ``analyzer``.
     """
     root = Path(directory)
     recorded = _read_manifest(root)
@@ -494,9 +549,13 @@ def load_bm25_retriever(
             "(or with the recorded one), or rebuild the index with the analyzer you want."
         )
         raise AdaptiveRAGError(msg)
-    model = _load_field(root, mmap, recorded)
+    num_passages = recorded.get("num_passages")
+    if isinstance(num_passages, bool) or not isinstance(num_passages, int) or num_passages < 1:
+        raise DamagedIndexError(root / MANIFEST_FILE, f"counts {num_passages!r} passages")
+    _check_files(root, recorded, verify)
+    model = _load_field(root, mmap, num_passages)
     index_title = bool(recorded.get("index_title", False))
-    title_model = _load_field(root / TITLE_DIR, mmap, recorded) if index_title else None
+    title_model = _load_field(root / TITLE_DIR, mmap, num_passages) if index_title else None
     passages = DiskPassages(root)
     if len(passages) != recorded["num_passages"]:
         msg = (

@@ -32,12 +32,16 @@ from langchain_core.documents import Document
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer
+from langchain_adaptive_rag.retrievers.integrity import record_files
 from langchain_adaptive_rag.retrievers.store import PassageWriter
 
 __all__ = ["BM25Parameters", "build_bm25_index"]
 
-INDEX_FORMAT = 1
-"""Version of the index directory layout, recorded in its manifest."""
+INDEX_FORMAT = 2
+"""Version of the index directory layout, recorded in its manifest (2: with every file's
+size and SHA-256)."""
+READABLE_FORMATS = (1, 2)
+"""Formats this version loads (1: without checksums; sizes and structure are checked)."""
 MANIFEST_FILE = "manifest.json"
 DATA_FILE = "data.csc.index.npy"
 INDICES_FILE = "indices.csc.index.npy"
@@ -195,6 +199,7 @@ def bm25s_params(params: BM25Parameters, num_docs: int) -> dict[str, object]:
 
 
 def manifest(
+    directory: Path,
     *,
     analyzer: BM25Analyzer,
     params: BM25Parameters,
@@ -203,7 +208,21 @@ def manifest(
     vocab_size: int,
     num_postings: int,
 ) -> dict[str, object]:
-    """The record of how an index was made, written last into its directory."""
+    """The record of how an index was made, written last into its directory.
+
+    Args:
+        directory: The index directory, complete but for its manifest: every file's size
+            and SHA-256 are recorded (``files``).
+        analyzer: How texts became terms.
+        params: BM25's ``k1`` and ``b``.
+        index_title: Whether titles are a field of their own.
+        num_passages: Passages indexed.
+        vocab_size: Terms of the text field.
+        num_postings: Postings of the text field.
+
+    Returns:
+        The manifest's JSON data.
+    """
     from bm25s.version import __version__
 
     return {
@@ -218,6 +237,7 @@ def manifest(
         "vocab_size": vocab_size,
         "num_postings": num_postings,
         "bm25s_version": __version__,
+        "files": record_files(directory),
     }
 
 
@@ -420,6 +440,7 @@ def _build(
     write_json(
         staging / MANIFEST_FILE,
         manifest(
+            staging,
             analyzer=analyzer,
             params=params,
             index_title=index_title,

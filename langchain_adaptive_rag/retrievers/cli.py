@@ -1,4 +1,8 @@
-"""``adaptive-rag index``: a saved BM25 index, or an Elasticsearch index, from a corpus file."""
+"""The index commands of ``adaptive-rag``.
+
+``adaptive-rag index`` builds a saved BM25 index, or an Elasticsearch index, from a corpus
+file; ``adaptive-rag verify-index`` checks a saved index in full against its checksums.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,19 @@ import sys
 import time
 from pathlib import Path
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.errors import AdaptiveRAGError, DamagedIndexError
 from langchain_adaptive_rag.evaluation.corpus import iter_passages
 from langchain_adaptive_rag.evaluation.paths import check_output_dir
 from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer
 from langchain_adaptive_rag.retrievers.builder import BM25Parameters, build_bm25_index
 from langchain_adaptive_rag.retrievers.elasticsearch import index_elasticsearch
+from langchain_adaptive_rag.retrievers.verify import verify_bm25_index
 
-__all__ = ["add_index_command", "run_index_command"]
+__all__ = ["add_index_command", "run_index_command", "run_verify_index_command"]
 
 
 def add_index_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``index`` on the ``adaptive-rag`` parser.
+    """Register ``index`` and ``verify-index`` on the ``adaptive-rag`` parser.
 
     Args:
         subparsers: The command parsers of ``adaptive-rag``.
@@ -68,6 +73,18 @@ def add_index_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     index.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     index.set_defaults(handler=run_index_command)
+    verify = subparsers.add_parser(
+        "verify-index",
+        help="check a saved BM25 index against the checksums written with it",
+        description=(
+            "Read every file of a saved BM25 index, compare its SHA-256 with the one "
+            "recorded when it was written, and check every posting. Loading checksums an "
+            "index only up to 1 GiB of files; run this once after building, copying or "
+            "downloading a larger one."
+        ),
+    )
+    verify.add_argument("directory", metavar="DIR", help="the index directory")
+    verify.set_defaults(handler=run_verify_index_command)
 
 
 def run_index_command(args: argparse.Namespace) -> int:
@@ -141,4 +158,29 @@ def run_index_command(args: argparse.Namespace) -> int:
         return 2
     bar.close()
     print(f"indexed {count:,} passages in {time.perf_counter() - start:.1f} s: {where}")
+    return 0
+
+
+def run_verify_index_command(args: argparse.Namespace) -> int:
+    """Verify an index and print what was checked.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        0 when the index is intact, 1 when it is damaged (the file is named), 2 when the
+        directory is not a verifiable index.
+    """
+    try:
+        report = verify_bm25_index(args.directory)
+    except DamagedIndexError as error:
+        print(f"damaged: {error}", file=sys.stderr)
+        return 1
+    except AdaptiveRAGError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"intact: {report.directory}: {report.files} files ({report.bytes:,} bytes) match "
+        f"their checksums, {report.postings:,} postings checked, in {report.seconds:.1f} s"
+    )
     return 0

@@ -18,12 +18,13 @@ from typing import IO, Protocol
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.errors import AdaptiveRAGError, DamagedIndexError
 
 __all__ = ["DiskPassages", "PassageStore", "PassageWriter"]
 
 PASSAGES_FILE = "passages.jsonl"
 OFFSETS_FILE = "passages.offsets.npy"
+_CHECK_BLOCK = 1 << 22
 
 
 class PassageStore(Protocol):
@@ -107,16 +108,26 @@ class DiskPassages:
         try:
             self._offsets = np.load(offsets_file, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as error:
-            msg = f"{str(offsets_file)!r} is not a readable numpy array ({error}). Fix: rebuild."
-            raise AdaptiveRAGError(msg) from error
+            raise DamagedIndexError(
+                offsets_file, f"is not a readable numpy array ({error})"
+            ) from error
         size = text_file.stat().st_size
-        if self._offsets.ndim != 1 or len(self._offsets) < 2 or int(self._offsets[-1]) != size:
-            msg = (
-                f"{str(text_file)!r} has {size} bytes but its offsets end at "
-                f"{int(self._offsets[-1]) if self._offsets.size else 'nothing'}: the store is "
-                "truncated or from another index. Fix: rebuild the index."
+        offsets = self._offsets
+        if offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) < 2:
+            raise DamagedIndexError(
+                offsets_file, f"holds a {offsets.dtype} array of shape {offsets.shape}"
             )
-            raise AdaptiveRAGError(msg)
+        if int(offsets[0]) != 0 or int(offsets[-1]) != size:
+            raise DamagedIndexError(
+                offsets_file,
+                f"runs from byte {int(offsets[0]):,} to {int(offsets[-1]):,}, but "
+                f"{PASSAGES_FILE} has {size:,} bytes: one of the two is cut or from another "
+                "index",
+            )
+        for begin in range(0, len(offsets) - 1, _CHECK_BLOCK):
+            block = np.asarray(offsets[begin : begin + _CHECK_BLOCK + 1])
+            if bool((np.diff(block) <= 0).any()):
+                raise DamagedIndexError(offsets_file, "does not increase from row to row")
         self._file = text_file
         with text_file.open("rb") as handle:
             self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
@@ -130,11 +141,9 @@ class DiskPassages:
         try:
             passage_id, text, metadata = json.loads(self._map[start:end])
         except (ValueError, TypeError) as error:
-            msg = (
-                f"Passage row {row} of {str(self._file)!r} (bytes {start}-{end}) is corrupt "
-                f"({error}). Fix: rebuild the index."
-            )
-            raise AdaptiveRAGError(msg) from error
+            raise DamagedIndexError(
+                self._file, f"holds a damaged passage at row {row}, bytes {start}-{end} ({error})"
+            ) from error
         return Document(id=passage_id, page_content=text, metadata=metadata)
 
     def documents(self) -> list[Document]:

@@ -147,11 +147,11 @@ def _corrupt(directory: Path, how: str) -> None:
     [
         ("no manifest", "has no manifest.json: it is not a BM25 index, or its build"),
         ("bad manifest", "manifest.json' is not valid JSON"),
-        ("other format", "records index format 99; this version reads format 1"),
-        ("truncated passages", "truncated or from another index"),
-        ("garbage array", "could not be read"),
-        ("short array", "is inconsistent"),
-        ("missing title field", "lacks vocab.index.json"),
+        ("other format", "records index format 99; this version reads formats 1, 2"),
+        ("truncated passages", r"passages.jsonl' has 2,\d\d\d bytes; 4,\d\d\d were written"),
+        ("garbage array", r"data.csc.index.npy' has 8 bytes"),
+        ("short array", r"indices.csc.index.npy' has 140 bytes"),
+        ("missing title field", r"title/vocab.index.json' is missing"),
     ],
 )
 def test_corrupt_index_is_refused_with_the_fix(tmp_path: Path, how: str, message: str) -> None:
