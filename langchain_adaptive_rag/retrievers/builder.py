@@ -17,10 +17,12 @@ interrupted build leaves no directory that loads.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
 import shutil
+import socket
 import uuid
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -268,9 +270,62 @@ def staging_directory(out: Path, *, overwrite: bool) -> Path:
         )
         raise AdaptiveRAGError(msg)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    remove_stale_staging(out)
+    staging = out.parent / (
+        f".{out.name}.partial-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    )
     staging.mkdir()
     return staging
+
+
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Delete what killed builds of ``out`` left beside it.
+
+    A build writes into ``.NAME.partial-HOST-PID-HEX`` and a replaced index waits in
+    ``.NAME.replaced-HEX`` until deleted; a SIGKILL leaves them behind (gigabytes each at
+    Wikipedia size). A staging directory is stale when it was made on this host by a
+    process that is no longer running (one of another host is left alone); a replaced
+    index is stale when ``out`` exists again.
+
+    Args:
+        out: The index directory.
+
+    Returns:
+        The directories deleted.
+    """
+    host = socket.gethostname()
+    removed = []
+    for path in out.parent.glob(f".{glob.escape(out.name)}.partial-*"):
+        owner = path.name[len(f".{out.name}.partial-") :].rsplit("-", 2)
+        if len(owner) == 3:  # (host, pid, hex)
+            made_here = owner[0] == host
+            pid = owner[1]
+        else:  # an older release's (pid, hex): made on this host
+            made_here = True
+            pid = owner[0]
+        if made_here and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    if out.is_dir():
+        for path in out.parent.glob(f".{glob.escape(out.name)}.replaced-*"):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether a process with this id is running on this host."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # running, under another user
+        return True
+    except OSError:  # no signals on this platform: assume running
+        return True
+    return True
 
 
 def publish(staging: Path, out: Path) -> None:

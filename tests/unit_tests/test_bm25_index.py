@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -215,6 +216,29 @@ def test_killed_build_leaves_no_loadable_index(tmp_path: Path) -> None:
     assert not out.exists()
     with pytest.raises(AdaptiveRAGError, match="does not exist"):
         load_bm25_retriever(out)
+    (left,) = tmp_path.glob(".ix.partial-*")  # the killed build's staging directory
+    # what the next build finds beside the target: the killed build's directory, one of
+    # an older release (pid, hex) whose process is gone, one of a live process (this
+    # one), one made on another host, and an index replaced by an overwrite
+    gone = _dead_pid()
+    older = tmp_path / f".ix.partial-{gone}-0badc0de"
+    live = tmp_path / f".ix.partial-{socket.gethostname()}-{os.getpid()}-feedface"
+    remote = tmp_path / f".ix.partial-some-other-host-{gone}-12345678"
+    for path in (older, live, remote):
+        path.mkdir()
+    build_bm25_index(random_docs(20), out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ix", live.name, remote.name])
+    replaced = tmp_path / ".ix.replaced-0123abcd"
+    replaced.mkdir()
+    build_bm25_index(random_docs(20), out, overwrite=True)
+    assert not replaced.exists() and not left.exists() and load_bm25_retriever(out).index.size == 20
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait(timeout=30)
+    return process.pid
 
 
 def test_empty_and_termless_corpora_are_refused(tmp_path: Path) -> None:
