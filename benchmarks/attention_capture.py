@@ -132,7 +132,7 @@ READS = ("cpu", "tolist", "item", "__bool__")
 
 @contextmanager
 def counting_reads(counts: list[int]) -> Iterator[None]:
-    """Count calls of :data:`READS` from Python while inside (one more per call)."""
+    """Count calls of ``READS`` from Python while inside (one more per call)."""
     originals = {name: getattr(torch.Tensor, name) for name in READS}
 
     def counted(original: Callable[..., object]) -> Callable[..., object]:

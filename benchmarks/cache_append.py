@@ -2,7 +2,7 @@
 
 Every decoding step appends one token's keys and values to every layer. transformers'
 ``DynamicLayer`` concatenates (two ``torch.cat``, copying the whole layer); the decoding
-loop's :class:`~langchain_adaptive_rag.kv_cache.RoomyLayer` writes into spare room (two
+loop's ``RoomyLayer`` writes into spare room (two
 copies of the new column) and hands out views. On a GPU a 7B model's step is bound by
 the host launching about 1,500 kernels (see docs/benchmarks.md, "On a GPU"), so what
 matters there is the host's time per append, not the bytes copied: this measures it on
@@ -33,8 +33,8 @@ LAYERS: dict[str, type[Any]] = {"DynamicLayer": DynamicLayer, "RoomyLayer": Room
 class CountingOperators(TorchDispatchMode):
     """Counts the aten operators dispatched in this thread while entered, by name.
 
-    :attr:`written` sums the bytes of every output that is not a view of an input: the
-    memory the operators wrote (and allocated, on a device). :attr:`not_views` counts the
+    ``written`` sums the bytes of every output that is not a view of an input: the
+    memory the operators wrote (and allocated, on a device). ``not_views`` counts the
     operators that are not views (on a GPU, each launches a kernel, or allocates).
     """
 

@@ -5,8 +5,10 @@ Each method answers the same toy test questions through the evaluation runner
 one question at a time, once eight at a time, whose model calls join one batched decoding
 loop (``ChatTransformers`` decodes concurrent calls together), ``--rounds`` times each,
 alternately. Printed per method: questions per second both ways (median of the rounds),
-the ratio, how many requests the batches held, and whether every results file agrees
-(answers, texts, retrieval queries and documents, counts) question by question; then
+the ratio, how many requests the batches held, and how every results file agrees with
+the first one at concurrency 1 question by question (``compare_records``: "bit" when
+identical to the bit; "rounding" when answers, texts, documents, decisions and counts are
+equal and scores within 1e-4; "NO" otherwise); then
 what one decoding step costs per row at 1, 9 and ``--max-batch-rows`` rows, the ceiling
 of what batching can give.
 
@@ -28,7 +30,12 @@ from pathlib import Path
 import torch
 
 from langchain_adaptive_rag.engine import DecodeEngine
-from langchain_adaptive_rag.evaluation import RunSettings, evaluate_method
+from langchain_adaptive_rag.evaluation import (
+    RunAgreement,
+    RunSettings,
+    compare_records,
+    evaluate_method,
+)
 from langchain_adaptive_rag.evaluation.results import read_results
 from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
@@ -43,14 +50,14 @@ from langchain_adaptive_rag.toyworld import (
 from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
 from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
 
-COMPARED = ("prediction", "counts", "metrics")
 
-
-def _comparable(record: dict[str, object]) -> dict[str, object]:
-    events = record.get("retrievals") or []
-    kept = {key: record.get(key) for key in COMPARED}
-    kept["retrievals"] = [(e.get("query"), e.get("doc_ids")) for e in events if isinstance(e, dict)]
-    return kept
+def _agreement(agreements: list[RunAgreement]) -> str:
+    """ "bit", "rounding (max X)" or "NO", over every run compared with the first."""
+    if not all(a.agree for a in agreements):
+        return "NO"
+    if all(a.bit_identical for a in agreements):
+        return "bit"
+    return f"rounding (max {max(a.largest_rounding for a in agreements):.0e})"
 
 
 def _counts(engine: DecodeEngine | None) -> tuple[int, int]:
@@ -67,7 +74,7 @@ def step_costs(model: object, rows: tuple[int, ...], context: int = 300) -> dict
 
     The ceiling of what batching gives: a method whose calls already decode ``r`` rows
     (SeaKR: the greedy step and its samples) gains at most ``cost[r] / cost[R]`` from
-    batches of ``R`` rows. The cache is the decoding loop's (:class:`RoomyCache`: steps
+    batches of ``R`` rows. The cache is the decoding loop's (``RoomyCache``: steps
     append in place).
     """
     hf_model = model.hf_model  # type: ignore[attr-defined]
@@ -124,7 +131,7 @@ def main() -> None:
         f"{model.hf_model.device}, concurrency 1 vs {args.concurrency}, at most "
         f"{model.max_batch_rows} sequences decoded together\n"
     )
-    print("| method | q/s at 1 | q/s at N | N / 1 | requests per loop (mean) | identical |")
+    print("| method | q/s at 1 | q/s at N | N / 1 | requests per loop (mean) | same results |")
     print("|---|---:|---:|---:|---:|---|")
     ratios = []
     totals = [0.0, 0.0]  # seconds for every method's questions, at 1 and at N
@@ -143,8 +150,8 @@ def main() -> None:
                     progress=False,
                 )
             seconds_at: dict[int, list[float]] = {1: [], args.concurrency: []}
-            same = True
-            records: dict[int, dict[str, dict[str, object]]] = {}
+            agreements = []
+            first: list[dict[str, object]] | None = None
             loops = requests = 0
             for round_, concurrency in itertools.product(
                 range(args.rounds), (1, args.concurrency)
@@ -166,8 +173,11 @@ def main() -> None:
                     progress=False,
                 )
                 seconds_at[concurrency].append(time.perf_counter() - start)
-                got = {str(r["id"]): _comparable(r) for r in read_results(out)}
-                same = records.setdefault(1, got) == got and same
+                got = read_results(out)
+                if first is None:
+                    first = got
+                else:
+                    agreements.append(compare_records(first, got))
                 after = _counts(model.engine)
                 if concurrency > 1:
                     loops, requests = after[0] - before[0], after[1] - before[1]
@@ -178,7 +188,7 @@ def main() -> None:
             ratios.append(ratio)
             print(
                 f"| {display_name(method)} | {rates[0]:.2f} | {rates[1]:.2f} | {ratio:.2f}x | "
-                f"{requests / max(loops, 1):.1f} | {'yes' if same else 'NO'} |",
+                f"{requests / max(loops, 1):.1f} | {_agreement(agreements)} |",
                 flush=True,
             )
     print(f"\ngeometric mean N / 1: {statistics.geometric_mean(ratios):.2f}x")

@@ -3,7 +3,7 @@
 Each example is a practice-world comparison ("Who was born first, A or B?") in the graphs'
 prompt format, with both people's passages and one other passage as context and the gold
 chain of thought as the target (loss on the answer only). Three arms start from
-:func:`~toyworld_training.train.build_model` with the default shape and
+``build_model`` with the default shape and
 seed: ``plain`` (the reading circuit only), ``set`` (the order circuit set at
 initialisation, then free) and ``held`` (set again after every step, as the shipped run
 does for its first half). Same data, same optimiser. Reported: on fresh comparisons with

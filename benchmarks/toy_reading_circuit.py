@@ -4,7 +4,7 @@ Each example lists ``--facts`` sentences "First Last was born in YEAR." about ra
 of the practice name pools (the toy tokenizer's whole-word tokens), then repeats every
 sentence once in shuffled order; only the repeated years are trained and scored. This is
 the lookup that reading a passage needs (which year follows *this* name). Both arms start
-from :func:`~toyworld_training.train.build_model` with the default shape and
+from ``build_model`` with the default shape and
 seed, one with ``reading_offsets=0`` (plain random weights), one with the default reading
 circuit; same data, same optimiser. Reported: accuracy on the years of fresh examples at
 each checkpoint, and the circuit arm's ratio to the plain arm measured in the same run.

@@ -2,7 +2,7 @@
 
 Only ``attn_implementation="eager"`` returns attention weights, and eager attention on every
 layer costs 1.2-1.6x sdpa's decoding time. Instead, the captured layer alone is routed
-through :func:`capture_attention_forward`, which runs the model's own kernel (``sdpa``,
+through ``capture_attention_forward``, which runs the model's own kernel (``sdpa``,
 ``flash_attention_2``, ...) for the layer's output, unchanged, and computes the weights the
 signals need from the query and key states the kernel received (after rotary embeddings,
 norms and the KV cache): ``softmax(q k^T * scaling [softcap] + mask)`` in float32 (with
@@ -15,7 +15,7 @@ flash-attention padding mask, or a flex-attention ``BlockMask``, whose mask func
 evaluated at the rows' positions), with the layer's sliding window applied.
 
 While the decoding loop's cache only appends, the steps' rows are deferred
-(:class:`PendingRows`): a step keeps a view of its newest query, and the rows of all
+(``PendingRows``): a step keeps a view of its newest query, and the rows of all
 kept steps are computed later as one causal attention over the latest keys, so a
 decoding step launches no kernel for them.
 """
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 CAPTURE_IMPLEMENTATION = "langchain_adaptive_rag_rows"
-"""Name under which :func:`capture_attention_forward` is registered in transformers'
+"""Name under which ``capture_attention_forward`` is registered in transformers'
 ``AttentionInterface`` (an added entry: no existing implementation is changed)."""
 
 
@@ -57,7 +57,7 @@ rows on a fast kernel: the model's eager kernel gives them."""
 
 
 PENDING_SCORES = 2**25
-"""Most float32 scores (128 MiB) one chunk of :meth:`PendingRows.weights` computes."""
+"""Most float32 scores (128 MiB) one chunk of ``PendingRows.weights`` computes."""
 
 
 @dataclass
@@ -276,7 +276,7 @@ def capture_attention_forward(
 
     Raises:
         AttentionUnavailableError: If the layer passes an option that changes its weights
-            and that the rows do not recompute (:data:`UNREAD_OPTIONS`).
+            and that the rows do not recompute (``UNREAD_OPTIONS``).
     """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -330,10 +330,10 @@ def register_attention(name: str, function: Callable[..., Any]) -> None:
 
 
 class route_to_capture:  # noqa: N801 - used as a context manager, like torch.no_grad
-    """Route one attention module through :func:`capture_attention_forward` for a while.
+    """Route one attention module through ``capture_attention_forward`` for a while.
 
     The module gets a shallow copy of its config naming the capture function and a
-    :class:`RowSink`; both are removed on exit. Other layers and the model's masks keep
+    ``RowSink``; both are removed on exit. Other layers and the model's masks keep
     the model's kernel.
     """
 

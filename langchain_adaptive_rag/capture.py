@@ -3,7 +3,7 @@
 Only the layer a method needs is hooked, so no other layer's attentions are ever
 materialised. On an eager model the row is the layer's own weights; on any other kernel
 (sdpa, flash attention) that layer alone is routed through
-:mod:`langchain_adaptive_rag.attention_rows`, which recomputes the row from the layer's
+``langchain_adaptive_rag.attention_rows``, which recomputes the row from the layer's
 query and key states while the kernel computes its output. What the hooks read stays on
 the model's device until the decoding step reads it back with the step's logits.
 """
@@ -182,8 +182,8 @@ class AttentionCapture:
     """Reads one layer's attention weights on every forward pass while it is entered.
 
     On an eager model a forward hook reads the layer's own weights; on another kernel the
-    layer is routed through :func:`~langchain_adaptive_rag.attention_rows.route_to_capture`.
-    After each forward pass :attr:`weights` holds ``(batch, heads, queries, keys)`` float32
+    layer is routed through ``route_to_capture``.
+    After each forward pass ``weights`` holds ``(batch, heads, queries, keys)`` float32
     weights: the newest query row, or every row with ``full=True``.
     """
 
@@ -293,11 +293,11 @@ class Captured:
 class CaptureHooks:
     """Forward hooks on one layer that keep the latest attention rows and hidden state.
 
-    They stay on the model's device (float32) until :meth:`read` reads them back with a
+    They stay on the model's device (float32) until ``read`` reads them back with a
     step's logits: hooks that copied them to the host would wait for the device in the
     middle of each forward pass. Over a cache that only appends, the attention rows of
-    successive steps can be deferred (:meth:`deferring_rows`) and computed together
-    (:meth:`take_rows`).
+    successive steps can be deferred (``deferring_rows``) and computed together
+    (``take_rows``).
     """
 
     def __init__(self, model: PreTrainedModel, capture: CaptureOptions) -> None:
@@ -332,15 +332,15 @@ class CaptureHooks:
 
         Only on a routed layer (an eager layer computes its weights anyway), and only for
         a cache that appends: the caller promises each pass appends one key column to
-        every row and nothing else changes the keys until :meth:`take_rows` (a
-        :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`, which holds a sliding-window
+        every row and nothing else changes the keys until ``take_rows`` (a
+        ``RoomyCache``, which holds a sliding-window
         layer only while no window hides a key: a pass past it fails).
 
         Args:
             enabled: Whether the caller's cache allows it.
 
         Yields:
-            Whether the passes inside defer their rows (then :meth:`read` reads none).
+            Whether the passes inside defer their rows (then ``read`` reads none).
         """
         sink = self._deferrable
         if not enabled or sink is None:
@@ -358,7 +358,7 @@ class CaptureHooks:
         Returns:
             ``(batch, steps, keys)`` host arrays of the head mean and, when asked for, the
             head maximum, over the last deferred step's keys (see
-            :meth:`~langchain_adaptive_rag.attention_rows.PendingRows.weights`);
+            ``weights``);
             ``None`` when no step was deferred.
         """
         key = self._pending.key
@@ -384,7 +384,7 @@ class CaptureHooks:
         Args:
             logits: ``(rows, vocab)`` the pass's next-token logits.
             eos_ids: End-of-sequence ids greedy rows may have to leave out this step
-                (see :meth:`~langchain_adaptive_rag.step_logits.StepLogits.read`).
+                (see ``read``).
             rows: Read the attention rows too (a prefill keeps only hidden states).
         """
         wanted = (self.hidden, self.rows if rows else None, self.head_max if rows else None)

@@ -129,7 +129,7 @@ class AttentionMatrix:
 
 
 def get_token_signals(message: BaseMessage) -> TokenSignals:
-    """Read the per-token signals that :class:`ChatTransformers` attached to a message.
+    """Read the per-token signals that ``ChatTransformers`` attached to a message.
 
     Works on invoked messages and on the sum of streamed chunks.
 
@@ -163,7 +163,7 @@ class ChatTransformers(BaseChatModel):
 
     Every generation carries, per token, its id, text piece, log-probability and the
     entropy of the next-token distribution in ``response_metadata["token_signals"]``
-    (lists, so streamed chunks add up). :meth:`generate_trace` additionally returns
+    (lists, so streamed chunks add up). ``generate_trace`` additionally returns
     attention rows and hidden states as numpy arrays for the adaptive-RAG graphs.
 
     Setup:
@@ -293,7 +293,7 @@ class ChatTransformers(BaseChatModel):
     prefix_cache_mib: int = Field(default=512, ge=0)
     """Memory (MiB) for the keys and values of recent prompts: a prompt that starts like
     a stored one (few-shot exemplars, a continuation of the previous call) prefills only
-    the tokens after the shared prefix (see :attr:`prefix_cache`). ``0`` turns it off."""
+    the tokens after the shared prefix (see ``prefix_cache``). ``0`` turns it off."""
     share_prompts: bool = True
     """Let the samples of one call (SeaKR's greedy step and its ``k`` samples) attend to
     one copy of their prompt's keys and values instead of a copy each: ``k + 1`` times
@@ -448,7 +448,7 @@ class ChatTransformers(BaseChatModel):
     def attention_available(self) -> bool:
         """Whether the last layer's attention rows can be read, on this model's kernel.
 
-        See :meth:`check_attention`.
+        See ``check_attention``.
         """
         try:
             self.check_attention(-1)
@@ -553,7 +553,7 @@ class ChatTransformers(BaseChatModel):
         """The stored prompt prefixes (``None`` when ``prefix_cache_mib`` is 0).
 
         Its ``stats`` tell how many prompt tokens were taken from it; call
-        :meth:`clear_prefix_cache` after changing the model's weights or dtype.
+        ``clear_prefix_cache`` after changing the model's weights or dtype.
         """
         return self._prefix_cache
 
@@ -901,7 +901,7 @@ class ChatTransformers(BaseChatModel):
         """This model's decoding settings as one object (its fields; greedy by default).
 
         ``dataclasses.replace(model.decoding, max_new_tokens=32, stop=(".",))`` changes
-        some of them for one :meth:`generate_trace` call.
+        some of them for one ``generate_trace`` call.
         """
         return self._decoding(None, {})
 
@@ -921,7 +921,7 @@ class ChatTransformers(BaseChatModel):
             prompt: Plain text (completion), chat messages (chat template) or token ids.
             decoding: How tokens are chosen and when decoding stops (budget, sampling,
                 seed, stop strings, signal distribution, alternatives recorded).
-                Default: :attr:`decoding`, this model's own fields.
+                Default: ``decoding``, this model's own fields.
             capture: Which internal signals to record beyond logprobs and entropies
                 (attention rows, a hidden state). Default: none.
             n: Number of samples decoded together.
@@ -956,7 +956,7 @@ class ChatTransformers(BaseChatModel):
         n: int = 1,
         include_greedy: bool = False,
     ) -> list[GenerationTrace]:
-        """Async :meth:`generate_trace`: the same arguments, run in a caller thread."""
+        """Async ``generate_trace``: the same arguments, run in a caller thread."""
         call = functools.partial(
             self.generate_trace,
             prompt,

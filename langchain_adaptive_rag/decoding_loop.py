@@ -1,6 +1,6 @@
 """The batched KV-cache loop that decodes the requests of one model together.
 
-Requests (:class:`~langchain_adaptive_rag.generation.TraceDecoder`) are prefilled, from
+Requests (``TraceDecoder``) are prefilled, from
 a stored prefix when the prefix cache holds one, then every sample decodes one token per
 step with its own options, stop strings, seed, token budget and captures. Requests that
 arrive meanwhile join at a step boundary; a sample with nothing left to feed leaves.
@@ -73,25 +73,25 @@ def decode_together(
         model: The causal LM every decoder was built for.
         decoders: The requests.
         capture: The signals the loop's hooks read; it must cover every request's
-            (:func:`~langchain_adaptive_rag.generation.capture_covers`). Default: the
+            (``capture_covers``). Default: the
             first request's.
         admit: Called at each step boundary with the number of sequences decoding and the
             most positions a joining request may fill (its ``longest``; ``None``: any);
             returns new requests to join (same capture), numbered after the earlier ones.
             It is called only while the loop holds its own cache: on a model with
             sliding-window layers, while every request fits in the smallest window
-            (:func:`~langchain_adaptive_rag.kv_cache.roomy_limit`).
+            (``roomy_limit``).
         between: Called at each step boundary with this loop's hooks paused, so other
             uses of the model (a reference-mode forward pass) can run between steps.
         step_done: Called once each step's events are yielded, before the next forward
             pass (a consumer that groups a request's events hands them over then).
         prefix_cache: Where prefills find stored prompt prefixes and leave their prompts
-            (see :mod:`~langchain_adaptive_rag.prefix_cache`); ``None``: every prompt is
+            (see ``prefix_cache``); ``None``: every prompt is
             prefilled in full.
         max_rows: Rows the cache makes room for when requests join (the most that
             ``admit`` lets in), so later joins write into it instead of copying it.
         share_prompts: Let the samples of a multi-sample request read one copy of its
-            prompt's keys and values (:mod:`~langchain_adaptive_rag.shared_prompts`)
+            prompt's keys and values (``shared_prompts``)
             instead of one copy each, on models whose cache the loop can hold and in
             loops that capture no attention rows.
 
@@ -136,7 +136,7 @@ def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
     Shared prompts need the loop's own cache (no sliding-window or hybrid layers) and an
     attention module per layer that calls transformers' ``AttentionInterface``, knows
     its layer's cache index (``layer_idx``) and attends over the states it caches (not
-    multi-head latent attention: :func:`~langchain_adaptive_rag.shared_prompts.attends_its_cache`);
+    multi-head latent attention: ``attends_its_cache``);
     ``None`` otherwise.
     """
     if not plain_model_cache(model):
@@ -209,7 +209,7 @@ class _BatchLoop:
         Each prompt's longest stored prefix (with a prefix cache) is taken from the cache
         and only the tokens after it are computed. Requests whose numbers of tokens to
         compute differ widely are prefilled in separate forward passes
-        (:func:`prefill_groups`) so a short one is not padded to a long one; on a cache
+        (``prefill_groups``) so a short one is not padded to a long one; on a cache
         whose rows cannot be joined they all go in one.
         """
         requests = list(range(first, len(self.decoders)))
@@ -250,7 +250,7 @@ class _BatchLoop:
         Every row computes ``compute`` columns (the most any of its prompts needs) after
         ``cached`` columns of stored states. A row whose prompt needs fewer recomputes
         some of its stored prefix, so every row is padding, then its own tokens. With
-        ``roomy``, the pass fills a :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`
+        ``roomy``, the pass fills a ``RoomyCache``
         (decoding steps then append in place); otherwise the model's own cache.
         """
         new = [self.decoders[r] for r in requests]
@@ -319,7 +319,7 @@ class _BatchLoop:
         """Append ``count`` rows that hold no columns yet (they read a shared prompt).
 
         They go into the running cache's room (a loop that shares prompts always holds a
-        :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`); the loop's first rows start
+        ``RoomyCache``); the loop's first rows start
         one, shaped like the prefill's cache ``like``.
         """
         if self.cache is None:
@@ -460,7 +460,7 @@ class _BatchLoop:
         Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
         one) get their distributions from one pass over all their rows instead of one
         small pass each, and their samples draw in one
-        :func:`~langchain_adaptive_rag.sampling.draw_rows` (each row with its own
+        ``draw_rows`` (each row with its own
         generator, so each token is the one it draws alone); a request alone in its kind
         computes and draws its own.
 
@@ -538,7 +538,7 @@ class _BatchLoop:
         """Feed one token per row and keep the new logits and captures.
 
         While rows read shared prompts, every layer is routed through
-        :func:`~langchain_adaptive_rag.shared_prompts.shared_prompt_attention`, which
+        ``shared_prompt_attention``, which
         reads the step's mask from the prompts (the model builds none).
         """
         self.positions = [p + 1 for p in self.positions]

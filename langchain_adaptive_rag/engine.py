@@ -4,14 +4,14 @@ Calls to ``ChatTransformers`` arriving from several threads or async tasks (grap
 ``batch``/``abatch``, ``adaptive-rag eval --concurrency N``, an app serving several users)
 are queued; a worker thread takes every queued request that captures the same signals
 (up to ``max_batch_rows`` sequences), decodes them together with
-:func:`~langchain_adaptive_rag.decoding_loop.decode_together` (left-padded prompts, one
+``decode_together`` (left-padded prompts, one
 KV-cache row per sample) and hands each caller its own token events as they are released,
 in its own thread. A request that arrives while a batch runs waits for the next one.
 
 Each caller keeps its own stop strings, seeds, token budget, captured signals and
 streaming callbacks; greedy outputs equal a call made alone. A request whose own
 processing fails (or whose caller stops reading, or is an async caller that was
-cancelled: :mod:`~langchain_adaptive_rag.cancellation`) leaves the batch and only that
+cancelled: ``cancellation``) leaves the batch and only that
 caller sees the error; a failure of the shared forward pass reaches every caller of that
 batch. Each step's events reach their callers before the next forward pass.
 """
@@ -127,7 +127,7 @@ def _run_together(jobs: list[_SideJob[T]]) -> None:
 
 
 def _serve(engine_ref: weakref.ref[DecodeEngine]) -> None:
-    """The model's thread: turns of :meth:`DecodeEngine._serve_once` while it lives.
+    """The model's thread: turns of ``DecodeEngine._serve_once`` while it lives.
 
     Between turns the thread holds the engine only weakly, so an engine (and the model)
     that nobody uses any more is freed, and its lingering thread ends.
@@ -169,13 +169,13 @@ class DecodeEngine:
         gather_seconds: How long the worker waits after the first queued request for
             others to arrive before it starts a batch.
         linger_seconds: How long the model's thread waits for work before it ends;
-            ``math.inf``: it ends only with :meth:`close` or once the engine is dropped.
-            Default (``None``): :data:`CPU_LINGER_SECONDS` for a model on the CPU, for
+            ``math.inf``: it ends only with ``close`` or once the engine is dropped.
+            Default (``None``): ``CPU_LINGER_SECONDS`` for a model on the CPU, for
             ever for one on an accelerator, whose per-thread state (torch's cuDNN
             attention plans, one per key length) a new thread would build again.
         prefix_cache: Stored prompt prefixes the loops' prefills start from.
         share_prompts: Let a call's samples read one copy of its prompt (see
-            :func:`~langchain_adaptive_rag.decoding_loop.decode_together`).
+            ``decode_together``).
     """
 
     def __init__(
@@ -307,7 +307,7 @@ class DecodeEngine:
         inputs: object = None,
         together: Callable[[list[object]], list[T]] | None = None,
     ) -> T:
-        """Like :meth:`exclusive`; jobs queued together under one ``key`` share a batch.
+        """Like ``exclusive``; jobs queued together under one ``key`` share a batch.
 
         Args:
             run: The job alone.
@@ -399,9 +399,9 @@ class DecodeEngine:
 
         Every forward pass of the model runs on this thread: torch's intra-op threads
         (OpenMP) run 2-3x slower once two live threads have used them, so the callers'
-        threads never run the model. The thread ends after :meth:`linger` seconds idle;
-        one that lingers for ever waits in turns of :data:`IDLE_CHECK_SECONDS`, between
-        which it holds no reference to the engine (see :func:`_serve`).
+        threads never run the model. The thread ends after ``linger`` seconds idle;
+        one that lingers for ever waits in turns of ``IDLE_CHECK_SECONDS``, between
+        which it holds no reference to the engine (see ``_serve``).
 
         Returns:
             ``False`` once the thread is to end.

@@ -362,7 +362,7 @@ def dataset_prompts(
     Args:
         dataset: The benchmark.
         exemplars: Demonstrations to use instead of the built-in ones (for example the
-            papers' own, read with :func:`load_exemplars`).
+            papers' own, read with ``load_exemplars``).
         num_exemplars: Keep only the first ``n`` demonstrations (default: all).
 
     Returns:

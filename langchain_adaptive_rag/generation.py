@@ -1,14 +1,14 @@
 """Token-by-token decoding that records what the adaptive methods need.
 
-A :class:`TraceDecoder` is one request: a prompt, its samples and what to capture
-(:class:`DecodingOptions`, :class:`CaptureOptions`). It decodes in a KV-cache loop of its
-own over a HuggingFace causal LM (:mod:`~langchain_adaptive_rag.decoding_loop`), alone
-or batched with other requests, and gives a :class:`GenerationTrace` per sample. The
+A ``TraceDecoder`` is one request: a prompt, its samples and what to capture
+(``DecodingOptions``, ``CaptureOptions``). It decodes in a KV-cache loop of its
+own over a HuggingFace causal LM (``decoding_loop``), alone
+or batched with other requests, and gives a ``GenerationTrace`` per sample. The
 loop's forward hooks read the attention row of each fed position and the hidden state
-at the final position on a single decoder layer (:mod:`~langchain_adaptive_rag.capture`).
+at the final position on a single decoder layer (``capture``).
 Each sample of a batch has its own seeded generator, so sample ``i`` of an ``n``-sample
 call with seed ``s`` draws the same tokens as a single-sample call with seed ``s + i``
-(:mod:`~langchain_adaptive_rag.sampling`).
+(``sampling``).
 """
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ class GenerationTrace:
     entropy_outside_mass: np.ndarray | None = None
     """``None`` when ``entropies`` are exact (over the whole vocabulary). A served model's
     entropies are lower bounds from its top-k log-probabilities
-    (:func:`~langchain_adaptive_rag.signals.top_k_entropy`); this is the probability
+    (``top_k_entropy``); this is the probability
     mass outside those ``k`` at each position, shape ``(T,)``, which bounds the error."""
 
     @property
@@ -290,9 +290,9 @@ class _Sample:
 class TraceDecoder:
     """Decode ``n`` samples of one prompt and record their signals.
 
-    Iterating yields a :class:`TokenEvent` per generated token, in order per sample;
+    Iterating yields a ``TokenEvent`` per generated token, in order per sample;
     a token is released once no stop string can still start in its text. After the
-    iteration, :attr:`traces` holds one :class:`GenerationTrace` per sample.
+    iteration, ``traces`` holds one ``GenerationTrace`` per sample.
     """
 
     def __init__(
@@ -342,7 +342,7 @@ class TraceDecoder:
         """What failed this request while it was decoded with others (it left the batch)."""
         self._stop_requested = False
         self.stop_event: threading.Event | None = None
-        """Set when the async caller is cancelled (:mod:`~langchain_adaptive_rag.cancellation`)."""
+        """Set when the async caller is cancelled (``cancellation``)."""
 
     @property
     def stop_requested(self) -> bool:
@@ -407,7 +407,7 @@ class TraceDecoder:
         """The EOS ids this request's greedy samples mask this step (empty: none).
 
         Only a request whose greedy samples read the raw distribution: the step's masked
-        argmax then serves them (:meth:`~langchain_adaptive_rag.step_logits.StepLogits.read`).
+        argmax then serves them (``read``).
         """
         options = self.decoding
         if not options.min_new_tokens or options.sampling or options.signal_distribution != "raw":
@@ -477,8 +477,8 @@ class TraceDecoder:
             rows: This decoder's rows in the batch, in order.
             present: Its sample index on each of those rows.
             shared: Its own distribution over those rows, computed together with other
-                requests' (see :meth:`_shared_key`); ``None``: computed here if needed.
-            drawn: The tokens its sampled samples (:meth:`_draws`) drew together with
+                requests' (see ``_shared_key``); ``None``: computed here if needed.
+            drawn: The tokens its sampled samples (``_draws``) drew together with
                 other requests' from ``shared`` and their logprobs, by position in
                 ``rows``, or the error its rows gave; ``None``: drawn here.
         """

@@ -3,11 +3,11 @@
 transformers' ``DynamicLayer`` appends by concatenation: every decoding step copies the
 whole cache of every layer, which for a batch of many rows over long prompts costs as
 much as the step's own computation (measured on the toy model, 72 rows over 300 tokens:
-57 ms a step, 27 ms without the copy). A :class:`RoomyLayer` keeps its keys and values
+57 ms a step, 27 ms without the copy). A ``RoomyLayer`` keeps its keys and values
 in a buffer with room for up to ``ROOM`` more tokens and writes each step into that
 room; the layer's ``keys`` and ``values`` are views of the filled part, so everything
 that reads a ``DynamicLayer`` reads it unchanged. A buffer's width is the next multiple
-of ``ROOM`` above its filled columns (:func:`buffer_width`), so views of one end column
+of ``ROOM`` above its filled columns (``buffer_width``), so views of one end column
 have one set of strides, as concatenated states do. Whoever replaces ``keys`` or
 ``values`` (a join of two caches, a trim) leaves the buffer; the next append copies them
 into a new one.
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 ROOM = 64
-"""Buffers are made ``ROOM`` columns at a time (see :func:`buffer_width`)."""
+"""Buffers are made ``ROOM`` columns at a time (see ``buffer_width``)."""
 
 
 def buffer_width(filled: int) -> int:
@@ -59,7 +59,7 @@ def buffer_width(filled: int) -> int:
         filled: The buffer's last used column plus one.
 
     Returns:
-        The smallest multiple of :data:`ROOM` above ``filled``.
+        The smallest multiple of ``ROOM`` above ``filled``.
     """
     return ROOM * (filled // ROOM + 1)
 
@@ -164,7 +164,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             rows: Rows of the new buffers (at least ``r``).
             left: Columns of room before the states.
             right: Columns after them that must be free (the states about to be
-                appended); the width is :func:`buffer_width` of all three.
+                appended); the width is ``buffer_width`` of all three.
         """
         held, length = keys.shape[0], keys.shape[-2]
         width = buffer_width(left + length + right)
@@ -267,7 +267,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
 
         Args:
             count: Rows to append.
-            rows: The most rows the layer is to hold (see :meth:`append_rows`).
+            rows: The most rows the layer is to hold (see ``append_rows``).
         """
         total = self.keys.shape[0] + count
         fits = (
@@ -345,13 +345,13 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
 
 
 class RoomyCache(DynamicCache):  # type: ignore[misc]
-    """A ``DynamicCache`` of :class:`RoomyLayer` layers, created as a model fills them."""
+    """A ``DynamicCache`` of ``RoomyLayer`` layers, created as a model fills them."""
 
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=RoomyLayer)
 
     def keep_rows(self, keep: Sequence[int]) -> None:
-        """Keep the rows ``keep`` in every layer (see :meth:`RoomyLayer.keep_rows`).
+        """Keep the rows ``keep`` in every layer (see ``RoomyLayer.keep_rows``).
 
         The order is checked and the index made once for all layers.
         """
@@ -374,7 +374,7 @@ def join_rows(
 ) -> torch.Tensor:
     """Append rows ``select`` of ``other`` to ``cache``, left-padding the shorter; the mask.
 
-    Both are :class:`RoomyCache` caches (a decoding loop's own);
+    Both are ``RoomyCache`` caches (a decoding loop's own);
     ``other_mask`` is already the selected rows' mask. The joining rows go into the
     cache's room when it has room for them; a cache made anew holds ``rows`` rows.
     """
@@ -398,7 +398,7 @@ def _increasing(rows: Sequence[int]) -> bool:
 
 
 def is_roomy(cache: Any) -> bool:
-    """Whether every layer of ``cache`` is a :class:`RoomyLayer`.
+    """Whether every layer of ``cache`` is a ``RoomyLayer``.
 
     Only such a cache (the decoding loop's own) has rows that can be joined, trimmed and
     stored as prompt prefixes; a sliding-window or hybrid cache the model built is not.
@@ -410,8 +410,8 @@ def is_roomy(cache: Any) -> bool:
 def plain_model_cache(model: PreTrainedModel) -> bool:
     """Whether the cache ``model`` builds for itself has only plain growing layers.
 
-    Such a model can be given a :class:`RoomyCache` for sequences of any length; one
-    whose config calls for sliding-window layers only within :func:`roomy_limit`.
+    Such a model can be given a ``RoomyCache`` for sequences of any length; one
+    whose config calls for sliding-window layers only within ``roomy_limit``.
     """
     return roomy_limit(model) is None
 
@@ -428,9 +428,9 @@ def holds_keys(model: PreTrainedModel) -> bool:
 
 
 def roomy_limit(model: PreTrainedModel) -> int | None:
-    """The most positions a sequence may hold in a :class:`RoomyCache` of ``model``.
+    """The most positions a sequence may hold in a ``RoomyCache`` of ``model``.
 
-    A :class:`RoomyCache` keeps every column, so it gives what the model's own cache
+    A ``RoomyCache`` keeps every column, so it gives what the model's own cache
     gives as long as no layer of that cache would drop one: always for plain growing
     layers; for sliding-window layers (Mistral's ``sliding_window``, the local layers of
     Gemma 2) while a sequence holds at most the smallest window, since a window of ``w``
@@ -444,11 +444,11 @@ def roomy_limit(model: PreTrainedModel) -> int | None:
 
 
 _OWN_CACHES: weakref.WeakKeyDictionary[Any, tuple[int | None, bool]] = weakref.WeakKeyDictionary()
-"""Each model's :func:`roomy_limit` and :func:`holds_keys` (its config's layers decide)."""
+"""Each model's ``roomy_limit`` and ``holds_keys`` (its config's layers decide)."""
 
 
 def _own_cache(model: PreTrainedModel) -> tuple[int | None, bool]:
-    """:func:`roomy_limit` and :func:`holds_keys` of ``model``, read once per model.
+    """``roomy_limit`` and ``holds_keys`` of ``model``, read once per model.
 
     Building the cache a config calls for takes about 0.6 ms for 32 layers, and every
     decoding loop asks: the answers are kept (for a model that can be weakly referenced).
@@ -497,7 +497,7 @@ _CACHE_KEYWORDS: dict[type, str] = {}
 def select_rows(cache: Any, indices: torch.Tensor) -> None:
     """Keep the rows ``indices`` of any cache (in that order, repeats allowed).
 
-    A :class:`RoomyCache` keeps them in its buffers. Other caches reorder every layer as
+    A ``RoomyCache`` keeps them in its buffers. Other caches reorder every layer as
     beam search does (``reorder_cache``), which each kind of transformers' layers
     implements for all it holds: keys and values, and the convolution and recurrent
     states of linear-attention and state-space layers (Mamba, Qwen3-Next, LFM2), whose

@@ -1,6 +1,6 @@
 """The contract between a method and the shared graph builder.
 
-A method is a :class:`Policy`: what to draft, whether the draft needs retrieval, which
+A method is a ``Policy``: what to draft, whether the draft needs retrieval, which
 query to send, how to re-rank, how to continue with documents and how to finalize. The
 builder wires the same seven nodes for every method; the policy fills them in.
 """
@@ -93,8 +93,8 @@ class TraceModel(Protocol):
 
 GraphModel: TypeAlias = "TraceModel | BaseLanguageModel[Any]"
 """What a graph takes as its model: ``ChatTransformers`` (or another
-:class:`TraceModel`), or any LangChain chat model or LLM, run as a
-:class:`~langchain_adaptive_rag.served.ServedModel`."""
+``TraceModel``), or any LangChain chat model or LLM, run as a
+``ServedModel``."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def retrieval_decision(
     trigger_words: Sequence[str] = (),
     note: str = "",
 ) -> RetrievalDecision:
-    """The record of one ``score_need`` decision (see :class:`RetrievalDecision`).
+    """The record of one ``score_need`` decision (see ``RetrievalDecision``).
 
     Args:
         step: The generation round deciding (the ``step`` its update sets).
@@ -376,7 +376,7 @@ class Policy:
         Generation is over when the text gives the answer (``answer_marker``), the budget
         is spent, nothing was generated, the round limit is reached, or ``ended``: the
         accepted text runs to the end of a generation that ended the answer
-        (:meth:`answer_ended`; drafting again would only start a new line).
+        (``answer_ended``; drafting again would only start a new line).
         """
         text = state.get("text", "") + new_text
         used = state.get("answer_tokens", 0) + new_tokens
@@ -395,7 +395,7 @@ class Policy:
         }
 
     def accept_draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """:meth:`accept` of the whole draft (over when the draft ended the answer)."""
+        """``accept`` of the whole draft (over when the draft ended the answer)."""
         return self.accept(
             ctx,
             state,

@@ -3,7 +3,7 @@
 The adaptive methods send most of a prompt again on every call: the few-shot exemplars of
 the DRAGIN-format prompts (hundreds to thousands of tokens) open every prompt of every
 question, and a continuation after a retrieval that returned the same documents repeats
-the whole previous prompt. A :class:`PrefixCache` keeps the per-layer keys and values of
+the whole previous prompt. A ``PrefixCache`` keeps the per-layer keys and values of
 recently prefilled prompts within a memory budget (least recently used out first); the
 decoding loop starts a new prompt's prefill from the longest stored prefix it shares and
 computes only the tokens after it.
@@ -14,7 +14,7 @@ batch shape). Rotary models store keys at each token's own position from 0 and a
 always starts at position 0, so a stored prefix serves any row of a left-padded batch.
 Only the decoding loop's own caches (growing layers that hold every token) are stored
 and served: a model with sliding-window layers gets one only while every request of the
-loop fits in its window (:func:`~langchain_adaptive_rag.kv_cache.roomy_limit`); a loop
+loop fits in its window (``roomy_limit``); a loop
 past it runs on the model's own cache and prefills in full.
 """
 

@@ -85,7 +85,7 @@ class QAPrompts:
     stop: tuple[str, ...] = field(default=("\n",))
     """Stop strings of every generation (the case's answer is one line)."""
     answer_kind: AnswerKind = "span"
-    """How the extracted answer is read (see :data:`AnswerKind`)."""
+    """How the extracted answer is read (see ``AnswerKind``)."""
 
 
 def build_prompt(
@@ -137,7 +137,7 @@ def extract_answer(
     Args:
         text: Generated answer text.
         marker: The phrase that introduces the answer.
-        kind: How the answer is read (:func:`read_answer_as`).
+        kind: How the answer is read (``read_answer_as``).
 
     Returns:
         The answer, or ``None`` when no marker is followed by an answer.

@@ -1,7 +1,7 @@
 """Next-token distributions and seeded draws.
 
 Every sample draws with its own generator, and rows drawn together draw what each would
-draw alone: :func:`draw_tokens` draws what ``torch.multinomial`` draws for one token,
+draw alone: ``draw_tokens`` draws what ``torch.multinomial`` draws for one token,
 with one division, one argmax and one read-back for all the rows.
 """
 
@@ -87,11 +87,11 @@ class Distribution:
     def draw(
         self, positions: list[int], generators: Sequence[torch.Generator]
     ) -> tuple[list[int], list[bool], list[float]]:
-        """Draw rows ``positions``, each with its generator (see :func:`draw_rows`).
+        """Draw rows ``positions``, each with its generator (see ``draw_rows``).
 
         Returns:
             Each row's token, whether it could draw, and the token's logprob under
-            :attr:`signal_logp`; one index gathers both tensors' rows.
+            ``signal_logp``; one index gathers both tensors' rows.
         """
         index = torch.tensor(positions, device=self.probs.device)
         return draw_rows(
@@ -170,7 +170,7 @@ def exponential_noise(like: torch.Tensor, generators: Sequence[torch.Generator])
     37 microseconds a row of 1,853 entries); drawing the uniforms row by row
     (``uniform_``, 14 microseconds) and taking the logarithm of every row at once gives
     the same bits. That equality is checked once per dtype and row length against
-    ``exponential_`` itself (:func:`_uniforms_give_exponentials`); where it does not hold
+    ``exponential_`` itself (``_uniforms_give_exponentials``); where it does not hold
     (another release's kernel, an accelerator), each row calls ``exponential_``.
     """
     if like.device.type == "cpu" and _uniforms_give_exponentials(like.dtype, like.shape[-1]):
@@ -240,7 +240,7 @@ def draw_rows(
     generators: Sequence[torch.Generator],
     logp: torch.Tensor | None = None,
 ) -> tuple[list[int], list[bool], list[float]]:
-    """Each row's drawn token (see :func:`draw_tokens`) and whether the row could draw.
+    """Each row's drawn token (see ``draw_tokens``) and whether the row could draw.
 
     With ``logp`` (rows like ``probs``), also each drawn token's log-probability under it;
     tokens, flags and log-probabilities come back in one read-back.

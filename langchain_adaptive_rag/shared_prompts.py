@@ -6,10 +6,10 @@ only in what each has generated. Held as ``n`` copies, the prompt is read ``n`` 
 every step: on a batch of several such calls, attention is then bound by reading memory
 (toy model, 8 calls of 9 rows over 300 tokens: 17 ms a step against 5 ms for one call).
 
-:class:`SharedPrompts` holds each call's prompt once (one row per call, left-padded to
+``SharedPrompts`` holds each call's prompt once (one row per call, left-padded to
 one length) while the decoding loop's own cache holds only each row's generated tokens.
 During a decoding step every attention layer is routed through
-:func:`shared_prompt_attention`, which scores each row's query against its call's prompt
+``shared_prompt_attention``, which scores each row's query against its call's prompt
 (one matrix product per call and head, over all of the call's rows) and against the row's
 own tokens, takes one softmax over both, and sums both parts' values: the attention over
 the prompt followed by the row's tokens, computed without copying the prompt. Rows of
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 SHARED_IMPLEMENTATION = "langchain_adaptive_rag_shared_prompt"
-"""Name under which :func:`shared_prompt_attention` is registered in transformers'
+"""Name under which ``shared_prompt_attention`` is registered in transformers'
 ``AttentionInterface`` (an added entry: no existing implementation is changed)."""
 
 
@@ -94,7 +94,7 @@ class SharedPrompts:
         self.owners: list[int] = []
         """The request each prompt row belongs to, in row order."""
         self.layout: PromptLayout | None = None
-        """The latest :meth:`arrange`'s layout; ``None`` when no row reads a prompt."""
+        """The latest ``arrange``'s layout; ``None`` when no row reads a prompt."""
         self.bias = torch.zeros((0, 1, 0))
         """``(rows, 1, prompt length + own length)`` additive mask of the step."""
         self._routed: dict[int, Any] = {}
@@ -106,7 +106,7 @@ class SharedPrompts:
         """Hold rows ``select`` of a prefill's cache as the prompts of requests ``owners``.
 
         Args:
-            cache: The prefill's :class:`~langchain_adaptive_rag.kv_cache.RoomyCache`
+            cache: The prefill's ``RoomyCache``
                 (read, not changed).
             mask: Its ``(rows, columns)`` attention mask.
             select: The prefill rows to hold, one per request.
@@ -134,7 +134,7 @@ class SharedPrompts:
                 loop keeps one request's rows together; any order is laid out right).
 
         Returns:
-            The layout (also kept as :attr:`layout`); ``None`` when no row reads a prompt.
+            The layout (also kept as ``layout``); ``None`` when no row reads a prompt.
         """
         present = set(requests)
         keep = [g for g, owner in enumerate(self.owners) if owner in present]
@@ -207,7 +207,7 @@ class SharedPrompts:
 
     @contextmanager
     def routed(self, modules: Sequence[nn.Module]) -> Iterator[None]:
-        """Route every attention module through :func:`shared_prompt_attention` meanwhile.
+        """Route every attention module through ``shared_prompt_attention`` meanwhile.
 
         Each module gets a shallow copy of its config naming the shared function (made
         once per module) and a reference to these prompts; both are removed on exit.
@@ -248,7 +248,7 @@ def _grouped(x: torch.Tensor, layout: PromptLayout, kv_heads: int) -> torch.Tens
 
 
 def _ungrouped(x: torch.Tensor, layout: PromptLayout, heads: int) -> torch.Tensor:
-    """The inverse of :func:`_grouped`: ``(calls, kv heads, width * repeat, c)`` to rows."""
+    """The inverse of ``_grouped``: ``(calls, kv heads, width * repeat, c)`` to rows."""
     calls, kv_heads, _, c = x.shape
     repeat = heads // kv_heads
     rows = (
@@ -278,7 +278,7 @@ def shared_prompt_attention(
         key: ``(rows, kv heads, own length, head dim)`` each row's own keys.
         value: Their values.
         attention_mask: The model's mask over the own columns (not read: the loop sets
-            :attr:`SharedPrompts.bias` once per step, for every layer).
+            ``SharedPrompts.bias`` once per step, for every layer).
         scaling: The query scaling (``None``: ``head dim ** -0.5``).
         dropout: Ignored (decoding runs in evaluation mode).
         softcap: Tanh soft-capping of the scores, when the model uses it.
@@ -325,7 +325,7 @@ def shared_prompt_attention(
 
 
 PROBE_IMPLEMENTATION = "langchain_adaptive_rag_cache_probe"
-"""Name under which the probe of :func:`attends_its_cache` is registered in transformers'
+"""Name under which the probe of ``attends_its_cache`` is registered in transformers'
 ``AttentionInterface`` (an added entry, run only by a module routed to it)."""
 
 _ATTENDS_ITS_CACHE: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()

@@ -199,7 +199,7 @@ def aggregate_words(
 
     Args:
         values: Shape ``(T,)``, one value per token.
-        words: Words over those tokens (see :func:`merge_tokens_into_words`).
+        words: Words over those tokens (see ``merge_tokens_into_words``).
         how: How a word's token values combine.
 
     Returns:
@@ -371,7 +371,7 @@ def reference_masked_query(
 
     Args:
         sentence: The uncertain sentence, stripped.
-        tokens: Its window's tokens (see :func:`reference_flare_windows`).
+        tokens: Its window's tokens (see ``reference_flare_windows``).
         probs: Their probabilities.
         theta: The trigger threshold, also the mask threshold.
 
@@ -478,7 +478,7 @@ def reference_sentence_spans(
 
     Args:
         sentences: The draft's sentences, stripped (spaCy's, in the DRAGIN code).
-        words: The draft's word texts (:func:`merge_tokens_into_words`).
+        words: The draft's word texts (``merge_tokens_into_words``).
 
     Returns:
         One ``(start, end)`` word range per sentence (possibly empty).
@@ -648,7 +648,7 @@ def perplexity(logprobs: Sequence[float] | np.ndarray) -> float:
 
 
 def multi_sample_perplexity(samples: Sequence[Sequence[float] | np.ndarray]) -> float:
-    """Mean :func:`perplexity` over sampled sequences (empty samples skipped)."""
+    """Mean ``perplexity`` over sampled sequences (empty samples skipped)."""
     values = [perplexity(s) for s in samples if len(s)]
     return float(np.mean(values)) if values else math.inf
 

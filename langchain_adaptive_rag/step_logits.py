@@ -2,7 +2,7 @@
 
 On an accelerator each read back to the host waits for the device, so a step's
 entropies, log-sum-exps, greedy tokens and their logprobs travel back with what the
-forward pass captured in one float32 buffer (:func:`read_back`).
+forward pass captured in one float32 buffer (``read_back``).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ class StepLogits:
     argmax_logprob: list[float]
     """Its log-probability under the raw distribution."""
     masked_for: tuple[int, ...] = ()
-    """The end-of-sequence ids :attr:`masked_argmax` excludes (empty: not computed)."""
+    """The end-of-sequence ids ``masked_argmax`` excludes (empty: not computed)."""
     masked_argmax: list[int] = field(default_factory=list)
-    """Each row's most likely token other than :attr:`masked_for` (a greedy sample
+    """Each row's most likely token other than ``masked_for`` (a greedy sample
     short of ``min_new_tokens``)."""
     masked_argmax_logprob: list[float] = field(default_factory=list)
     """Its log-probability under the raw distribution."""
@@ -181,7 +181,7 @@ def read_back(
 
     On an accelerator each read-back waits for the device, so everything travels in one
     float32 buffer where that is exact: float32 values and captures, and ``vocab`` at
-    most :data:`_EXACT_INDEX` (the ids ride along as floats). Otherwise the values, the
+    most ``_EXACT_INDEX`` (the ids ride along as floats). Otherwise the values, the
     ids and each capture are read back apart.
 
     Returns:

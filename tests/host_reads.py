@@ -14,7 +14,7 @@ READS = ("cpu", "tolist", "item")
 
 
 def count_host_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the name of each :data:`READS` call from now on (until ``undo``)."""
+    """Record the name of each ``READS`` call from now on (until ``undo``)."""
     reads: list[str] = []
     for name in READS:
         original = getattr(torch.Tensor, name)
@@ -48,7 +48,7 @@ class DispatchedOperators(TorchDispatchMode):
     """Record the name of each operator dispatched in this thread while entered.
 
     On a GPU each one that is not a view launches a kernel, whose launch the host pays.
-    :attr:`sizes` holds the elements of each operator's largest tensor output.
+    ``sizes`` holds the elements of each operator's largest tensor output.
     """
 
     def __init__(self) -> None:

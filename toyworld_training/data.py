@@ -2,7 +2,7 @@
 
 Every question example is ``build_prompt(TOY_PROMPTS, question, prefix, docs)`` followed
 by the rest of the gold answer and a newline; only the answer tokens are trained. The mix
-(:class:`ExampleMix`) combines closed-book questions over known facts (the evaluated
+(``ExampleMix``) combines closed-book questions over known facts (the evaluated
 question forms are taught on training-only films and family lines), known passages as
 plain text, known questions over context (sometimes a context that contradicts memory:
 the context wins), reading practice over fresh entities from disjoint pools, grandfather
@@ -122,7 +122,7 @@ def knowledge_text(world: ToyWorld) -> str:
         world: The evaluated world.
 
     Returns:
-        The known passages and the gold answers of :func:`training_questions`, one per line.
+        The known passages and the gold answers of ``training_questions``, one per line.
     """
     passages = [d.page_content for d in build_corpus(world) if d.metadata["known"]]
     answers = [f"{q.question} {q.gold_text}" for q in training_questions(world)]
@@ -130,7 +130,7 @@ def knowledge_text(world: ToyWorld) -> str:
 
 
 def decision_prompt(question: str) -> str:
-    """The Vanilla retrieval-decision prompt of :mod:`langchain_adaptive_rag.graphs.ta_are`."""
+    """The Vanilla retrieval-decision prompt of ``langchain_adaptive_rag.graphs.ta_are``."""
     return f"{DECISION_INSTRUCTION}\nQuestion: {question}\nAnswer:"
 
 
@@ -171,7 +171,7 @@ class ExampleMix:
     Args:
         world: The evaluated world (only its known facts are used).
         seed: Seed of the stream.
-        weights: Share of each example kind (see :data:`DEFAULT_WEIGHTS`).
+        weights: Share of each example kind (see ``DEFAULT_WEIGHTS``).
         counterfactual: Share of context examples whose gold passage contradicts memory.
     """
 

@@ -10,7 +10,7 @@ comparisons at chance. This circuit gives it the two pieces it lacks, as ordinar
 that training is free to change:
 
 - every year token's embedding gains ``m(y) u``: a shared direction ``u`` scaled by the
-  year's place in :data:`~langchain_adaptive_rag.toyworld.world.YEARS` (``-1`` for the
+  year's place in ``YEARS`` (``-1`` for the
   first, ``+1`` for the last), so "earlier" is one linear read-out;
 - one head of layer 1 (the *order head*) is gated by the answer token ("is"): its query
   peaks, through a rotary phase, at the two distances where the chain of thought puts the
@@ -135,13 +135,13 @@ class OrderCircuit:
     Training moves small structured weights quickly (AdamW changes every weight by about
     the learning rate per step, whatever its gradient), and it moves layer 0, whose output
     the head's read-outs were calibrated on: left alone, the head stops finding the earlier
-    year within 50 steps of the copy phase. :meth:`hold` sets it again after an optimizer
+    year within 50 steps of the copy phase. ``hold`` sets it again after an optimizer
     step, recalibrated on the current weights, so the rest of the model learns around a
     head that works.
 
     Args:
         model: A ``LlamaForCausalLM`` with the reading circuit installed.
-        reading: What :func:`~toyworld_training.circuit.install_reading_circuit` returned.
+        reading: What ``install_reading_circuit`` returned.
         layout: Token ids and distances of the comparison answer.
         head: The layer-1 head to use (one the reading circuit left free).
         embedding_gain: Norm of each year direction in a year's embedding, relative to

@@ -3,10 +3,10 @@
 Run from the repository root: ``python -m toyworld_training.train --out DIR [--quick]
 [--device D]``. The script trains the tokenizer on the pool words and templates (every
 name, title, city and year is one token), then the model. Its first two layers start as
-the reading circuit (:mod:`toyworld_training.circuit`) and the year-order circuit
-(:mod:`toyworld_training.order_circuit`, held for the first ``order_hold`` share of the
+the reading circuit (``toyworld_training.circuit``) and the year-order circuit
+(``toyworld_training.order_circuit``, held for the first ``order_hold`` share of the
 steps). Training first copies random word lists only (until it copies, which ties the
-reading circuit to the output), then follows the :class:`toyworld_training.data.ExampleMix`
+reading circuit to the output), then follows the ``toyworld_training.data.ExampleMix``
 stream, with the loss on answer tokens only, AdamW with warm-up and cosine decay, and logs
 a held-out probe (closed-book known, reading unknown) every ``eval_every`` steps. The
 weights are saved in float16 with the tokenizer and its chat template.
@@ -44,7 +44,7 @@ __all__ = ["TrainConfig", "build_model", "build_tokenizer", "main", "order_layou
 logger = logging.getLogger(__name__)
 
 COPY_PHASE_WEIGHTS: dict[str, float] = {"copy": 1.0}
-"""Example mix of the warm-up steps (then :attr:`ExampleMix.DEFAULT_WEIGHTS`)."""
+"""Example mix of the warm-up steps (then ``ExampleMix.DEFAULT_WEIGHTS``)."""
 
 
 @dataclass(frozen=True)
@@ -91,16 +91,16 @@ class TrainConfig:
     """Running copy loss that ends the copy phase."""
     reading_offsets: int = 5
     """``r`` of the reading circuit set at initialisation (0: none; see
-    :mod:`~toyworld_training.circuit`): the match heads vote on runs of up to ``r`` context
+    ``circuit``): the match heads vote on runs of up to ``r`` context
     tokens."""
     order_circuit: bool = True
     """Set the year-order circuit at initialisation (see
-    :mod:`~toyworld_training.order_circuit`): year directions in the embeddings and an
+    ``order_circuit``): year directions in the embeddings and an
     order head in layer 1 for "Who was born first?". Needs a reading circuit of at least 5
     offsets (a given name stands 5 tokens before its birth year) and a free head."""
     order_hold: float = 0.5
     """Leading share of the steps after each of which the order circuit is set again
-    (:meth:`~toyworld_training.order_circuit.OrderCircuit.hold`; 0: set at initialisation
+    (``hold``; 0: set at initialisation
     only)."""
     order_recalibrate: int = 20
     """Steps between recalibrations of a held order circuit."""
@@ -175,7 +175,7 @@ def build_model(
     Args:
         config: Sizes.
         vocab_size: Tokenizer size.
-        layout: Token layout of comparisons (:func:`order_layout`); the order circuit is
+        layout: Token layout of comparisons (``order_layout``); the order circuit is
             set only when it is given and ``config.order_circuit`` is on.
 
     Returns:
@@ -187,7 +187,7 @@ def build_model(
 def _build(
     config: TrainConfig, vocab_size: int, layout: OrderLayout | None
 ) -> tuple[torch.nn.Module, OrderCircuit | None]:
-    """The model of :func:`build_model` and its order circuit (``None`` when not set)."""
+    """The model of ``build_model`` and its order circuit (``None`` when not set)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(config.seed)
@@ -358,7 +358,7 @@ def train(
 
     Args:
         out: Output directory (created).
-        config: Settings (default :class:`TrainConfig`).
+        config: Settings (default ``TrainConfig``).
         log: Receives progress lines (default: this module's logger).
 
     Returns:

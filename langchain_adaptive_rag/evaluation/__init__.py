@@ -4,6 +4,12 @@ Loaders read the benchmarks' native files; the runner answers them with any meth
 resumably, and summarises runs; calibration sweeps a method's retrieval threshold.
 """
 
+from langchain_adaptive_rag.evaluation.agreement import (
+    Difference,
+    RunAgreement,
+    compare_records,
+    compare_results,
+)
 from langchain_adaptive_rag.evaluation.calibration import (
     THRESHOLD_FIELDS,
     CalibrationPoint,
@@ -85,10 +91,12 @@ __all__ = [
     "CalibrationPoint",
     "CalibrationRule",
     "DecisionScores",
+    "Difference",
     "EvalSetup",
     "Example",
     "JSONValue",
     "Qrel",
+    "RunAgreement",
     "RunReport",
     "RunSettings",
     "SummaryRow",
@@ -97,6 +105,8 @@ __all__ = [
     "canonical_dataset_name",
     "check_run_dir",
     "choose_threshold",
+    "compare_records",
+    "compare_results",
     "compare_runs",
     "config_class_for",
     "config_to_dict",

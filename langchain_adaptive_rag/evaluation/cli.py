@@ -1,6 +1,6 @@
 """The ``eval``, ``compare`` and ``calibrate`` commands of ``adaptive-rag``.
 
-:func:`add_eval_commands` adds them to an ``argparse`` sub-command set; each sets
+``add_eval_commands`` adds them to an ``argparse`` sub-command set; each sets
 ``handler`` on the parsed namespace, so the main program runs ``args.handler(args)``::
 
     parser = argparse.ArgumentParser(prog="adaptive-rag")
@@ -14,6 +14,7 @@ Usage (one command per entry)::
     adaptive-rag eval --method dragin --dataset hotpotqa --data hotpot_dev.json
         --model meta-llama/Llama-2-7b-hf --limit 500 --config theta=0.8 --out runs/dragin
     adaptive-rag compare runs/dragin runs/flare [--format csv] [--out table.md]
+    adaptive-rag compare runs/flare-c1 runs/flare-c8 --questions [--tolerance 1e-4]
     adaptive-rag calibrate --method flare --values 0.2,0.4,0.6 --dataset hotpotqa
         --data dev.json --model PATH --limit 100 --out runs/flare-theta
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import get_args
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.evaluation.agreement import DEFAULT_TOLERANCE, compare_results
 from langchain_adaptive_rag.evaluation.calibration import (
     THRESHOLD_FIELDS,
     calibrate_threshold,
@@ -294,6 +296,22 @@ def add_eval_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     compare.add_argument(
         "--out", metavar="FILE", help="also write the table (CSV if the name ends in .csv)"
     )
+    compare.add_argument(
+        "--questions",
+        action="store_true",
+        help=(
+            "with two run directories: check question by question that they gave the same "
+            "results (texts, documents, decisions and counts equal; scores to --tolerance); "
+            "exit status 1 when they differ"
+        ),
+    )
+    compare.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        metavar="X",
+        help=f"how far scores may differ with --questions (default {DEFAULT_TOLERANCE:g})",
+    )
     compare.set_defaults(handler=run_compare_command)
 
     calibrate = subparsers.add_parser(
@@ -329,7 +347,7 @@ def choose_attention_kernels(device: str | None, *, cudnn: bool) -> None:
     """On CUDA, turn torch's cuDNN attention off for this process unless ``cudnn``.
 
     The command line owns its process, so it may change this torch setting; the library
-    does not (see :mod:`langchain_adaptive_rag.kernels` for why and what it measured).
+    does not (see ``langchain_adaptive_rag.kernels`` for why and what it measured).
 
     Args:
         device: ``--device`` (``None``: the CPU).
@@ -517,9 +535,14 @@ def run_compare_command(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
 
+    With ``--questions``, compare two runs question by question instead.
+
     Returns:
-        0, or 2 when a directory is not a run directory.
+        0, 1 when ``--questions`` found the runs to differ, or 2 when a directory is not
+        a run directory.
     """
+    if args.questions:
+        return _compare_questions(args)
     try:
         if args.out is not None:
             check_output_file(args.out, what="table file", option="--out")
@@ -532,6 +555,32 @@ def run_compare_command(args: argparse.Namespace) -> int:
         return _error(f"could not write the table {args.out!r}: {exc.strerror or exc}.")
     print(format_table(rows, args.format), end="")
     return 0
+
+
+def _compare_questions(args: argparse.Namespace) -> int:
+    """``adaptive-rag compare A B --questions``: the runs' agreement, and what differs."""
+    if len(args.dirs) != 2:
+        return _error(
+            f"--questions compares two run directories; received {len(args.dirs)}. "
+            "Fix: adaptive-rag compare RUN_A RUN_B --questions."
+        )
+    try:
+        agreement = compare_results(args.dirs[0], args.dirs[1], tolerance=args.tolerance)
+    except AdaptiveRAGError as exc:
+        return _error(str(exc))
+    print(agreement.describe())
+    for difference in agreement.differences[:_SHOWN]:
+        print(
+            f"  {difference.question_id}: {difference.field}: {difference.first!r:.120} "
+            f"!= {difference.second!r:.120}"
+        )
+    if len(agreement.differences) > _SHOWN:
+        print(f"  ... and {len(agreement.differences) - _SHOWN} more")
+    return 0 if agreement.agree else 1
+
+
+_SHOWN = 20
+"""Differences printed by ``compare --questions``."""
 
 
 def run_calibrate_command(args: argparse.Namespace) -> int:

@@ -208,7 +208,7 @@ def strategyqa_accuracy(prediction: str, gold: bool | str) -> float:
     """StrategyQA accuracy of one generated answer.
 
     Args:
-        prediction: The generated text (see :func:`parse_yes_no`).
+        prediction: The generated text (see ``parse_yes_no``).
         gold: The boolean answer, or ``"yes"``/``"no"``.
 
     Returns:
@@ -248,14 +248,14 @@ def score_answer(prediction: str, golds: str | Sequence[str]) -> dict[str, float
 
 
 def score_example(prediction: str, example: Example) -> dict[str, float]:
-    """The metrics of one prediction for a loaded :class:`Example`.
+    """The metrics of one prediction for a loaded ``Example``.
 
     Args:
         prediction: The predicted answer.
         example: The question with its golds.
 
     Returns:
-        :func:`score_answer`'s keys; for StrategyQA also ``"accuracy"`` (yes/no parsed from
+        ``score_answer``'s keys; for StrategyQA also ``"accuracy"`` (yes/no parsed from
         the prediction), with EM/F1 computed against ``"yes"``/``"no"``.
     """
     scores = score_answer(prediction, example.answers)
@@ -283,7 +283,7 @@ def retrieval_decision_scores(retrieved: Sequence[bool], needed: Sequence[bool])
     """Score retrieve/no-retrieve decisions against the gold need.
 
     For RetrievalQA the need is ``param_knowledge_answerable == 0``
-    (:attr:`Example.needs_retrieval`).
+    (``Example.needs_retrieval``).
 
     Args:
         retrieved: Whether the method retrieved, per question.
@@ -322,7 +322,7 @@ def mean_scores(
     """Average per-question records key by key.
 
     Args:
-        records: One mapping per question, e.g. :func:`score_answer` results merged with
+        records: One mapping per question, e.g. ``score_answer`` results merged with
             counts (``{"em": 1.0, "f1": 0.5, "retrievals": 2, "id": "q1"}``). Booleans count
             as 0/1.
         keys: The keys to average. By default every key whose values are all numbers (or

@@ -38,7 +38,7 @@ def config_class_for(method: str) -> type[GenerationConfig]:
     """The config class a method's graph takes.
 
     Args:
-        method: One of :data:`~langchain_adaptive_rag.AVAILABLE_METHODS`.
+        method: One of ``AVAILABLE_METHODS``.
 
     Returns:
         ``DRAGINConfig`` for ``"dragin"``, ``GenerationConfig`` for ``"no_retrieval"``, ...
@@ -188,7 +188,7 @@ def parse_config_overrides(
     Args:
         overrides: ``["theta=1.2", "query_top_n=35", "attention_mode=inline"]`` or the
             same as a mapping ``{"theta": "1.2", ...}``.
-        config_class: The method's config dataclass (see :func:`config_class_for`).
+        config_class: The method's config dataclass (see ``config_class_for``).
         base: The config to start from (default: ``config_class()``).
 
     Returns:

@@ -157,7 +157,7 @@ def prepare_evaluation(
         limit: Answer only the first ``limit`` questions.
         overrides: ``key=value`` config values (see ``parse_config_overrides``).
         prompts: A ``dataset_prompts`` name, or ``"default"`` for the package's own
-            demonstrations; ``None``: the dataset's own (:data:`DEFAULT_PROMPTS`).
+            demonstrations; ``None``: the dataset's own (``DEFAULT_PROMPTS``).
         k: Documents per retrieval (``retrieve_topk``).
         threshold_field: For a calibration: the swept field, which ``overrides`` may not
             set.
@@ -307,7 +307,7 @@ def batch_rows(config: GenerationConfig, concurrency: int) -> int:
     """Sequences a loop decodes together so ``concurrency`` questions' calls all fit.
 
     Each question has one model call at a time, of ``config.rows_per_call`` sequences
-    (SeaKR: the greedy step and its ``k`` samples); at least :data:`MIN_BATCH_ROWS`.
+    (SeaKR: the greedy step and its ``k`` samples); at least ``MIN_BATCH_ROWS``.
 
     Args:
         config: The method's config.
@@ -337,7 +337,7 @@ def load_chat_model(
 
     Args:
         model: Hub id or local directory.
-        device: Torch device (default: CPU); checked first (see :func:`check_device`).
+        device: Torch device (default: CPU); checked first (see ``check_device``).
         dtype: Weights dtype (default: float32).
         concurrency: Questions answered at once; above 1 their calls decode together in
             one batched loop (``batch_concurrent_calls=True``, also on a CPU).
@@ -345,7 +345,7 @@ def load_chat_model(
         max_new_tokens: The model's default generation budget (default: its own).
         prefix_cache_mib: Memory for recent prompts' keys and values (0: none; see
             ``ChatTransformers.prefix_cache_mib``).
-        max_batch_rows: Most sequences decoded together (see :func:`batch_rows`: room
+        max_batch_rows: Most sequences decoded together (see ``batch_rows``: room
             for every concurrent question's call).
 
     Returns:

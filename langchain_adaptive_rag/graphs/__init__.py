@@ -79,7 +79,7 @@ _POLICY_CLASSES: tuple[type[Policy], ...] = (
 _POLICIES: dict[str, type[Policy]] = {policy.name: policy for policy in _POLICY_CLASSES}
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)
-"""Methods this version builds (all of :data:`Method`)."""
+"""Methods this version builds (all of ``Method``)."""
 
 
 def policy_class(method: str) -> type[Policy]:
@@ -89,7 +89,7 @@ def policy_class(method: str) -> type[Policy]:
     ``threshold_field``, ``threshold_symbol`` and ``colour``.
 
     Args:
-        method: One of :data:`AVAILABLE_METHODS`.
+        method: One of ``AVAILABLE_METHODS``.
 
     Returns:
         The policy class.
@@ -107,7 +107,7 @@ def config_class(method: str) -> type[GenerationConfig]:
     """The config class a method takes (``FLAREConfig`` for ``"flare"``, ...).
 
     Args:
-        method: One of :data:`AVAILABLE_METHODS`.
+        method: One of ``AVAILABLE_METHODS``.
 
     Returns:
         The frozen config dataclass.
@@ -143,12 +143,12 @@ def create_adaptive_rag_graph(
     Args:
         model: ``ChatTransformers`` or any object with its ``generate_trace``.
         retriever: Any LangChain retriever (default choice: ``create_bm25_retriever``).
-        method: One of :data:`AVAILABLE_METHODS`.
+        method: One of ``AVAILABLE_METHODS``.
         config: The method's config class (``FLAREConfig`` for ``"flare"``, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+            calls (default: ``RetrieverOptions``).
         name: Graph name.
 
     Returns:

@@ -61,12 +61,12 @@ def build_adaptive_rag_graph(
         policy: The method.
         model: ``ChatTransformers`` (or any object with its ``generate_trace``), or any
             LangChain chat model or LLM, which runs as a
-            :class:`~langchain_adaptive_rag.served.ServedModel`.
+            ``ServedModel``.
         retriever: Any LangChain retriever.
-        prompts: Prompt templates (default: :class:`QAPrompts`).
+        prompts: Prompt templates (default: ``QAPrompts``).
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+            calls (default: ``RetrieverOptions``).
         name: Graph name (default: the method's name).
 
     Returns:

@@ -134,7 +134,7 @@ class DRAGINConfig(GenerationConfig):
       by the question (paper).
 
     Parts of speech come from ``spacy_model`` when it is installed; otherwise spaCy's
-    English stop-word list stands in (see :mod:`langchain_adaptive_rag.pos`)."""
+    English stop-word list stands in (see ``langchain_adaptive_rag.pos``)."""
     spacy_model: str | None = "en_core_web_sm"
     """spaCy pipeline whose part-of-speech tags pick content words in reference mode (the
     DRAGIN code's ``en_core_web_sm``), used when installed; ``None``: the stop-word list."""
@@ -427,7 +427,7 @@ class DRAGINPolicy(Policy):
         """Extract (or force) the answer.
 
         Reference mode first cuts the text as the DRAGIN code's evaluation does
-        (:data:`EVALUATION_CUTS`), so an answer the model went on to give to a made-up
+        (``EVALUATION_CUTS``), so an answer the model went on to give to a made-up
         next question is not read.
         """
         if self.config.mode == "reference":
@@ -470,7 +470,7 @@ class DRAGINPolicy(Policy):
 
 
 def _cut_for_evaluation(text: str) -> str:
-    """``text`` before the first of :data:`EVALUATION_CUTS` found after its start."""
+    """``text`` before the first of ``EVALUATION_CUTS`` found after its start."""
     for word in EVALUATION_CUTS:
         position = text.find(word)
         if position > 0:
@@ -516,7 +516,7 @@ def create_dragin_graph(
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+            calls (default: ``RetrieverOptions``).
         name: Graph name.
 
     Returns:

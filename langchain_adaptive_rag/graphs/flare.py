@@ -73,7 +73,7 @@ class FLAREConfig(GenerationConfig):
       (it moves relative to the previous match), so a token of the next sentence that
       also occurs in this one is absorbed; the window takes one token more (the first
       unmatched) and the next sentence's window skips it (see
-      :func:`~langchain_adaptive_rag.signals.reference_flare_windows`). Paper: each
+      ``reference_flare_windows``). Paper: each
       sentence's own tokens.
     - Masked query: tokens with ``1 - p > theta`` (the trigger's threshold; ``beta`` is not
       used) are cut from the sentence's text; the window's extra token, not found in it,
@@ -307,7 +307,7 @@ def create_flare_graph(
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+            calls (default: ``RetrieverOptions``).
         name: Graph name.
 
     Returns:

@@ -93,7 +93,7 @@ class SeaKRConfig(GenerationConfig):
 
     delta: float = -6.0
     """Retrieval threshold ``delta`` on ``U`` (Llama-2-7B, layer 15). ``U`` is not
-    scale-invariant: calibrate it for another model with :func:`calibrate_delta`."""
+    scale-invariant: calibrate it for another model with ``calibrate_delta``."""
     num_samples: int = 20
     """``k`` sampled generations per step, besides the greedy one."""
     temperature: float = 1.0
@@ -149,7 +149,7 @@ class SeaKRConfig(GenerationConfig):
     plainest reading of the paper; ``paper``: that reading. The differences:
 
     - ``U`` precision: float32 with a dense ``J_d``, as the code's torch operations
-      (reference, :func:`reference_uncertainty`) or float64 (paper); near the rank-one
+      (reference, ``reference_uncertainty``) or float64 (paper); near the rank-one
       floor the two differ by a few hundredths and a decision at ``delta`` can flip.
       There float32 rounding (about ``1e-7 |z|^2``) rivals ``alpha``, so the reference
       ``U`` follows the last bits of the hidden states: decoding the same step alone or
@@ -401,7 +401,7 @@ class SeaKRPolicy(Policy):
 
         A step that gives the answer ("So the answer is ...") is accepted whatever its
         ``U``, as in the reference code: the final answer's uncertainty is weighed by
-        self-aware reasoning in :meth:`finalize`, not by another retrieval.
+        self-aware reasoning in ``finalize``, not by another retrieval.
         """
         score = state.get("draft_uncertainty")
         uncertainty = float(score) if isinstance(score, (int, float)) else math.inf
@@ -452,7 +452,7 @@ class SeaKRPolicy(Policy):
         """Keep the retrieved document whose step is generated with the lowest ``U``.
 
         Candidates within ``rerank_margin`` of the lowest ``U`` are tied, and the first of
-        them in the retriever's order is kept (see :func:`rerank_choice`).
+        them in the retriever's order is kept (see ``rerank_choice``).
         """
         kept = list(state.get("kept_docs", []))
         known = {d["id"] for d in kept}
@@ -504,7 +504,7 @@ class SeaKRPolicy(Policy):
 
         Both are read the same way, as in the reference code: the rationale's steps
         (without its answer sentence), or the kept documents, are the prompt's context
-        passages, and a whole answer is generated from them (see :meth:`_read`).
+        passages, and a whole answer is generated from them (see ``_read``).
         """
         counts = state.get("counts")
         rationale = self._rationale(ctx, state.get("text", ""))
@@ -614,7 +614,7 @@ def reference_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
     (``nan`` for a negative determinant, as ``logdet`` gives). When the samples agree the
     Gram matrix is near rank one and float32 rounding (about ``1e-7 |z|^2``) rivals
     ``alpha``: ``U`` then differs from the float64
-    :func:`~langchain_adaptive_rag.signals.gram_uncertainty` by up to a few hundredths,
+    ``gram_uncertainty`` by up to a few hundredths,
     enough to flip a decision near ``delta``, and from a float32 computation by another
     library (numpy's BLAS) by as much; following the code's own operations reproduces its
     values.
@@ -648,7 +648,7 @@ def rerank_choice(uncertainties: Sequence[float], margin: float = 0.0) -> int:
         uncertainties: ``U`` of the step generated with each candidate document, in the
             retriever's order (``inf`` for a candidate whose step is empty).
         margin: Candidates within ``margin`` of the lowest ``U`` count as tied (see
-            :attr:`SeaKRConfig.rerank_margin`).
+            ``SeaKRConfig.rerank_margin``).
 
     Returns:
         With ``margin`` 0, the first candidate of the reference code's stable sort on
@@ -694,7 +694,7 @@ def self_check_uncertainty(reply: GenerationTrace) -> float:
 def calibrate_delta(uncertainties: Sequence[float], retrieve_fraction: float) -> float:
     """A ``delta`` under which about ``retrieve_fraction`` of the given steps would retrieve.
 
-    Run a graph (or :meth:`SeaKRPolicy.draft`) on held-out questions, collect the ``U``
+    Run a graph (or ``SeaKRPolicy.draft``) on held-out questions, collect the ``U``
     of their steps (``draft_uncertainty``), and pick the quantile that matches how often
     retrieval should fire.
 
@@ -734,7 +734,7 @@ def create_seakr_graph(
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: :class:`~langchain_adaptive_rag.retrieving.RetrieverOptions`).
+            calls (default: ``RetrieverOptions``).
         name: Graph name.
 
     Returns:

@@ -1,6 +1,6 @@
 """Text analysis for BM25: lower-case word tokens, English stop words, optional stemming.
 
-The analyzer is data (:class:`BM25Analyzer`), not a callable, so a saved index records
+The analyzer is data (``BM25Analyzer``), not a callable, so a saved index records
 exactly how its terms were made and a load with other settings is refused.
 """
 
@@ -118,7 +118,7 @@ class BM25Analyzer:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> BM25Analyzer:
-        """Settings read back from a manifest (see :meth:`to_dict`).
+        """Settings read back from a manifest (see ``to_dict``).
 
         Raises:
             AdaptiveRAGError: The manifest names a pattern or settings this version lacks.

@@ -1,6 +1,6 @@
 """The BM25 retriever on ``bm25s``: built in memory, saved, and loaded memory-mapped.
 
-Scores are Lucene's BM25 (:class:`BM25Parameters`), as in the Elasticsearch index the
+Scores are Lucene's BM25 (``BM25Parameters``), as in the Elasticsearch index the
 DRAGIN, FLARE and SeaKR papers retrieve from. ``create_bm25_retriever`` indexes a list of
 Documents with ``bm25s``; ``retriever.save(dir)`` writes the index and its passages;
 ``load_bm25_retriever(dir)`` memory-maps them back, reading a passage's text from disk only
@@ -206,7 +206,7 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 class BM25Retriever(BaseRetriever):
-    """BM25 over passages; create it with :func:`create_bm25_retriever` or load it.
+    """BM25 over passages; create it with ``create_bm25_retriever`` or load it.
 
     Setup:
         ``pip install langchain-adaptive-rag`` (``bm25s`` and ``PyStemmer`` come with it).
@@ -266,7 +266,7 @@ class BM25Retriever(BaseRetriever):
             overwrite: Replace an existing non-empty directory.
 
         Returns:
-            The directory, loadable with :func:`load_bm25_retriever`.
+            The directory, loadable with ``load_bm25_retriever``.
 
         Raises:
             AdaptiveRAGError: ``directory`` is a file or is taken.
@@ -344,7 +344,7 @@ def create_bm25_retriever(
     """Index documents (or plain texts) in memory for BM25 retrieval.
 
     For a corpus too large for memory, stream it into a directory with
-    :func:`build_bm25_index` (or ``adaptive-rag index``) and :func:`load_bm25_retriever` it.
+    ``build_bm25_index`` (or ``adaptive-rag index``) and ``load_bm25_retriever`` it.
 
     Args:
         documents: ``Document`` objects or strings. A Document without an ``id`` takes

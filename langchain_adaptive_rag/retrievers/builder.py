@@ -351,7 +351,7 @@ def build_bm25_index(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Path:
-    """Index a passage stream into a directory that :func:`load_bm25_retriever` reads.
+    """Index a passage stream into a directory that ``load_bm25_retriever`` reads.
 
     Args:
         passages: Documents in index order, e.g. ``iter_passages("psgs_w100.tsv")``; read

@@ -58,7 +58,7 @@ def _record(doc: Document) -> bytes:
 
 
 class PassageWriter:
-    """Appends passages to a store directory; :meth:`close` writes the offsets."""
+    """Appends passages to a store directory; ``close`` writes the offsets."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -21,7 +21,7 @@ from langchain_adaptive_rag.served.model import ServedModel
 __all__ = ["SERVED_PROVIDERS", "is_served_spelling", "load_served_model"]
 
 SERVED_PROVIDERS = ("openai", "ollama")
-"""The providers :func:`load_served_model` builds (any other model: the Python API)."""
+"""The providers ``load_served_model`` builds (any other model: the Python API)."""
 
 _SPELLING = re.compile(r"^([A-Za-z][\w-]*):(.+)$")
 

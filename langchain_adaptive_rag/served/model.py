@@ -3,8 +3,8 @@
 ``ChatTransformers`` decodes in-process and reads every signal exactly. A served model
 (``ChatOpenAI`` on vLLM, SGLang, llama.cpp or OpenAI; the ``OpenAI`` completions LLM for
 base models; any other ``BaseChatModel``) gives text, a finish reason and, when asked,
-each token's log-probability with its top-k alternatives. :class:`ServedModel` turns
-each response into a :class:`~langchain_adaptive_rag.generation.GenerationTrace`, so the
+each token's log-probability with its top-k alternatives. ``ServedModel`` turns
+each response into a ``GenerationTrace``, so the
 methods that read only text or log-probabilities run on it unchanged; the methods that
 read attention rows (DRAGIN) or hidden states (SeaKR's Gram estimator) are refused when
 their graph is built.
@@ -98,11 +98,11 @@ class ServedModel:
     (sample ``i`` of ``n`` gets ``seed + i``); ``n`` samples are ``n`` concurrent
     requests. Token log-probabilities and their top-k alternatives are asked of the
     OpenAI integrations; the entropies are top-k lower bounds
-    (:func:`~langchain_adaptive_rag.signals.top_k_entropy`).
+    (``top_k_entropy``).
 
     A failed request is sent again after ``backoff_s``, doubling, up to ``retries``
-    times when it may succeed (:func:`is_transient`), then raises
-    :class:`~langchain_adaptive_rag.errors.ModelServerError`.
+    times when it may succeed (``is_transient``), then raises
+    ``ModelServerError``.
 
     Attributes:
         model: The LangChain model.
@@ -245,7 +245,7 @@ class ServedModel:
 
         Args:
             prompt: The completion prompt.
-            decoding: Budget, stops and sampling (default: :attr:`decoding`).
+            decoding: Budget, stops and sampling (default: ``decoding``).
             capture: The signals the caller reads: ``logprobs`` must come back;
                 attention and hidden states cannot.
             n: Samples.

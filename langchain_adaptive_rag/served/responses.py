@@ -1,4 +1,4 @@
-"""A served model's response as a :class:`~langchain_adaptive_rag.generation.GenerationTrace`.
+"""A served model's response as a ``GenerationTrace``.
 
 Servers return text, a finish reason and, when asked, each generated token with its
 log-probability and its top-k alternatives, in one of two OpenAI shapes: the chat one

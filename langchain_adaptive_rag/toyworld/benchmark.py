@@ -1,6 +1,6 @@
 """The toy world as an evaluation dataset for the harness.
 
-Its questions become :class:`~langchain_adaptive_rag.evaluation.Example` objects, so every
+Its questions become ``Example`` objects, so every
 method runs on them with ``evaluate_method`` and every threshold is calibrated with
 ``calibrate_threshold``, exactly as on a real benchmark. Each example carries its gold
 passages and a retrieval-need label (``param_knowledge_answerable`` is 1 when the toy

@@ -1,8 +1,8 @@
 """A recorded graph run as plain data: every round's draft, signals, decision and retrieval.
 
-A :class:`RunRecord` holds strings, numbers and lists only, so it round-trips through JSON
-(:meth:`RunRecord.to_json`, :meth:`RunRecord.from_json`) and can be audited or drawn later
-without the model. :func:`~langchain_adaptive_rag.visualize.recording.record_run` makes one.
+A ``RunRecord`` holds strings, numbers and lists only, so it round-trips through JSON
+(``RunRecord.to_json``, ``RunRecord.from_json``) and can be audited or drawn later
+without the model. ``record_run`` makes one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 __all__ = ["Decision", "Retrieval", "Round", "RunRecord", "TokenRecord", "WordRecord"]
 
 _RECORD_VERSION = 1
-"""Version of the JSON layout written by :meth:`RunRecord.to_json`."""
+"""Version of the JSON layout written by ``RunRecord.to_json``."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class TokenRecord:
     uncertainty: float | None
     """SeaKR's step uncertainty ``U`` (the same for every token of the step)."""
     word: int | None
-    """Index of the token's word in :attr:`Round.words` (``None``: no word scores)."""
+    """Index of the token's word in ``Round.words`` (``None``: no word scores)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class RunRecord:
         """The record as JSON text.
 
         Args:
-            indent: Indentation, as :func:`json.dumps` (``None``: one line).
+            indent: Indentation, as ``json.dumps`` (``None``: one line).
 
         Returns:
             JSON text; an infinite uncertainty is written as ``Infinity``.
@@ -176,7 +176,7 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
-        """Rebuild a record from :meth:`to_dict` output.
+        """Rebuild a record from ``to_dict`` output.
 
         Raises:
             AdaptiveRAGError: ``data`` is not a record's dict.
@@ -203,7 +203,7 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
-        """Rebuild a record from :meth:`to_json` output.
+        """Rebuild a record from ``to_json`` output.
 
         Raises:
             AdaptiveRAGError: ``text`` is not a record's JSON.

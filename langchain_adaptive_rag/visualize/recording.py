@@ -1,12 +1,12 @@
 """Record one graph run as plain data: every round's draft, signals, decision and retrieval.
 
-:func:`record_run` streams a compiled adaptive-RAG graph with
+``record_run`` streams a compiled adaptive-RAG graph with
 ``stream_mode=["updates", "custom"]`` and folds each node's update into a
-:class:`RunRecord`. A round starts at each ``draft`` node: its look-ahead tokens with
+``RunRecord``. A round starts at each ``draft`` node: its look-ahead tokens with
 their signals, the text accepted before the decision, the retrieval decision (trigger,
 score, threshold), the query, the retrieved passages with the re-rank order, and the text
 generated with the passages. The record holds strings, numbers and lists only, so it
-round-trips through JSON (:meth:`RunRecord.to_json`, :meth:`RunRecord.from_json`) and can
+round-trips through JSON (``RunRecord.to_json``, ``RunRecord.from_json``) and can
 be audited or drawn later without the model.
 """
 

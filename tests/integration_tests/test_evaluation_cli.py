@@ -114,6 +114,19 @@ def test_eval_resume_compare_and_calibrate(
     assert table[2].startswith("| dragin | DRAGIN | hotpotqa | 3 |")
     assert table[3].startswith("| theta=0.9 | FLARE | hotpotqa | 2 |")
 
+    # the same run with three questions at once gives the same results, question by
+    # question (texts, documents, decisions, counts; scores to rounding)
+    together = [*dragin(), "--concurrency", "3"]
+    together[together.index("--out") + 1] = str(tmp_path / "dragin-3")
+    assert cli(together) == 0
+    capsys.readouterr()
+    assert cli(["compare", str(out), str(tmp_path / "dragin-3"), "--questions"]) == 0
+    assert capsys.readouterr().out.startswith("3 questions: ")
+    assert cli(["compare", str(out), str(sweep / "theta=0.9"), "--questions"]) == 1
+    printed = capsys.readouterr().out
+    assert "questions only in the first run" in printed and "h1: " in printed
+    assert cli(["compare", str(out), "--questions"]) == 2
+
 
 def _passages_file(path: Path) -> Path:
     lines = []

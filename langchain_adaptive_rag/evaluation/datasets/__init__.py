@@ -1,4 +1,4 @@
-"""Question-answering datasets in their native file formats, as :class:`Example` objects.
+"""Question-answering datasets in their native file formats, as ``Example`` objects.
 
 Supported files (the format is detected from the content; the name only labels and checks):
 
@@ -24,11 +24,11 @@ Supported files (the format is detected from the content; the name only labels a
 - MuSiQue ``musique_ans_v1.0_dev.jsonl``: ``{id, question, answer, answer_aliases,
   paragraphs: [{idx, title, paragraph_text, is_supporting}], answerable}``.
 
-A malformed file raises :class:`~langchain_adaptive_rag.errors.DatasetFormatError`, which
+A malformed file raises ``DatasetFormatError``, which
 names the file, the line (JSON lines, TSV) or record (JSON), the field, what was received
 and what was expected, whatever the file holds: bytes that are not UTF-8, JSON nested too
 deep for the parser, integers longer than Python converts, oversized TSV fields (see
-:mod:`~langchain_adaptive_rag.evaluation.datasets.reading`). A whole SQuAD or TriviaQA
+``reading``). A whole SQuAD or TriviaQA
 document written on one line is read as that document, not as one JSON line.
 """
 

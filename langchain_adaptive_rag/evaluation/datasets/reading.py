@@ -1,7 +1,7 @@
 r"""Reading dataset files safely: text, JSON documents, JSON lines, and the file kind.
 
 Whatever a file holds, reading it raises only
-:class:`~langchain_adaptive_rag.errors.DatasetFormatError`, naming the file, the line (or
+``DatasetFormatError``, naming the file, the line (or
 record) and, where there is one, the field:
 
 - bytes that are not UTF-8 (a Latin-1 or cp1252 file): the line, column and byte; files
@@ -18,7 +18,7 @@ record) and, where there is one, the field:
 
 A one-line JSON document (``json.dump`` without ``indent``: the official SQuAD and
 TriviaQA files) is both "a JSON document" and "one JSON object on one line";
-:func:`_sniff` reads it as the document when its object has the SQuAD ``data`` or the
+``_sniff`` reads it as the document when its object has the SQuAD ``data`` or the
 TriviaQA ``Data`` list and no ``question``.
 """
 
@@ -71,7 +71,7 @@ _MARKING_DECODER = json.JSONDecoder(parse_int=_parse_int)
 
 
 def _decode(text: str) -> tuple[object, bool]:
-    """``json.loads``, but a number too long for ``int`` becomes a :class:`_LongNumber`.
+    """``json.loads``, but a number too long for ``int`` becomes a ``_LongNumber``.
 
     Returns:
         The value, and whether it may hold such a marker.

@@ -208,7 +208,7 @@ class _Record:
         return tuple(value)
 
     def objects(self, key: str, *, required: bool = True) -> list[_Record]:
-        """A list of JSON objects, each wrapped as a nested :class:`_Record`.
+        """A list of JSON objects, each wrapped as a nested ``_Record``.
 
         Args:
             key: The field.
