@@ -85,13 +85,13 @@ def _chat(base_url: str, **options: Any) -> ChatOpenAI:
 
 
 def _config(method: str) -> Any:
-    if method == "seakr":  # k = 2 samples, one step, two documents: the sample estimator
+    if method == "seakr":  # k = 2 samples, one step, one document: the sample estimator
         return SeaKRConfig(
-            generate_max_length=24,
+            generate_max_length=16,
             num_samples=2,
             max_rounds=1,
-            retrieve_topk=2,
-            max_docs=2,
+            retrieve_topk=1,
+            max_docs=1,
             estimator="ln_entropy",
         )
     return config_class(method)(generate_max_length=48)
@@ -117,7 +117,7 @@ def test_each_text_and_logprob_method_answers_through_chat_openai(server: str, m
 def test_flare_on_the_server_reads_the_probabilities_the_dequantized_weights_give(
     server: str,
 ) -> None:
-    questions = _questions(3)
+    questions = _questions(2)
     passages = [p["text"] for q in questions for p in q["paragraphs"]]
     retriever = create_bm25_retriever(passages, k=3)
     config = FLAREConfig(generate_max_length=24)
@@ -152,10 +152,11 @@ def test_flare_on_the_server_reads_the_probabilities_the_dequantized_weights_giv
     # Q4_K_M kernels (8-bit activations, a 16-bit KV cache) against float32 dequantized
     # weights: a mean gap of 0.002-0.017 in probability on the same tokens, and greedy
     # drafts that part after a near tie; the runs then differ
-    agreement = f"gaps {gaps}, {same_first_decisions}/3 first decisions, {same_answers}/3 answers"
-    assert len(gaps) >= 2 and max(gaps) <= 0.05, agreement
-    # measured: 3/3 first decisions, 2/3 answers, mean gaps 0.0015-0.015
-    assert same_first_decisions >= 2 and same_answers >= 1, agreement
+    agreement = f"gaps {gaps}, {same_first_decisions}/2 first decisions, {same_answers}/2 answers"
+    assert len(gaps) == 2 and max(gaps) <= 0.05, agreement
+    # measured on the first three questions: 3/3 first decisions, 2/3 answers, mean gaps
+    # 0.0015-0.015; two of them keep the test's time
+    assert same_first_decisions >= 1 and same_answers >= 1, agreement
 
 
 def test_the_completions_endpoint_serves_a_base_model_as_written(server: str) -> None:
