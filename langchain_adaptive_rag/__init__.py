@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         create_vanilla_graph,
     )
     from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+    from langchain_adaptive_rag.graphs.tool import create_rag_tool
     from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
     from langchain_adaptive_rag.graphs.flare import FLAREConfig
     from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
@@ -71,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "create_fix_length_graph": "langchain_adaptive_rag.graphs",
     "create_fix_sentence_graph": "langchain_adaptive_rag.graphs",
     "create_flare_graph": "langchain_adaptive_rag.graphs",
+    "create_rag_tool": "langchain_adaptive_rag.graphs.tool",
     "create_no_retrieval_graph": "langchain_adaptive_rag.graphs",
     "create_seakr_graph": "langchain_adaptive_rag.graphs",
     "create_single_round_graph": "langchain_adaptive_rag.graphs",
@@ -131,6 +133,7 @@ __all__ = [
     "create_fix_sentence_graph",
     "create_flare_graph",
     "create_no_retrieval_graph",
+    "create_rag_tool",
     "create_seakr_graph",
     "create_single_round_graph",
     "create_ta_are_graph",

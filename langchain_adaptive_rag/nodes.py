@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_stream_writer
 from langgraph.types import Overwrite
 
+from langchain_adaptive_rag.call_config import call_overrides
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.policy import Policy, RunContext, bump, retrieval_decision
+from langchain_adaptive_rag.prompts import QAPrompts, recent_turns
 from langchain_adaptive_rag.retrievers import BM25Retriever
 from langchain_adaptive_rag.retrieving import AbandonedCalls, RetrieverOptions, call_retriever
-from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievalEvent, RetrievedDoc
+from langchain_adaptive_rag.state import (
+    AdaptiveRAGState,
+    RetrievalEvent,
+    RetrievedDoc,
+    plain_data,
+)
 
 __all__ = [
     "Node",
+    "for_this_call",
     "make_continue_generation_node",
     "make_draft_node",
     "make_finalize_node",
@@ -25,31 +34,24 @@ __all__ = [
     "make_rerank_node",
     "make_retrieve_node",
     "make_score_need_node",
+    "sources",
 ]
 
 Node = Callable[[AdaptiveRAGState], dict[str, Any]]
 """A graph node: state in, partial update out."""
 
 
-def _check_input(state: AdaptiveRAGState) -> None:
-    """The graph's input: a non-empty question of encodable text, a list of messages."""
-    question = state.get("question")
-    if not isinstance(question, str) or not question.strip():
-        msg = (
-            f"The graph received question={question!r}. Expected a non-empty string: "
-            'graph.invoke({"question": "..."}).'
-        )
-        raise AdaptiveRAGError(msg)
-    try:
-        question.encode("utf-8")
-    except UnicodeEncodeError as error:
-        msg = (
-            f"The graph received a question with a character that is not text: "
-            f"{question[error.start : error.end]!r} at position {error.start} (a lone "
-            "surrogate, e.g. from text decoded with errors='surrogateescape'). Expected "
-            "valid Unicode text. Fix: decode the source as UTF-8, or drop the character."
-        )
-        raise AdaptiveRAGError(msg) from None
+def _start_of_run(state: AdaptiveRAGState, prompts: QAPrompts) -> dict[str, Any]:
+    """This run's question and the earlier turns it shows, checked.
+
+    The question is the last message when that is a human message, else ``question``;
+    the history is ``chat_history`` followed by the thread's earlier messages, cut to
+    the last ``prompts.history_turns`` turns.
+
+    Raises:
+        AdaptiveRAGError: No question, one that is not text, or a history that is not a
+            list of LangChain messages.
+    """
     history = state.get("chat_history")
     if history is not None and (
         not isinstance(history, list) or not all(isinstance(m, BaseMessage) for m in history)
@@ -65,6 +67,37 @@ def _check_input(state: AdaptiveRAGState) -> None:
             'graph.invoke({"question": "...", "chat_history": [HumanMessage("..."), ...]}).'
         )
         raise AdaptiveRAGError(msg)
+    messages = list(state.get("messages") or [])
+    if messages and isinstance(messages[-1], HumanMessage):
+        question: object = messages[-1].text
+        earlier = messages[:-1]
+    else:
+        question = state.get("question")
+        earlier = messages
+    _check_question(question)
+    shown = recent_turns([*(history or []), *earlier], prompts.history_turns)
+    return {"question": question, "history": shown}
+
+
+def _check_question(question: object) -> None:
+    """A non-empty question of encodable text."""
+    if not isinstance(question, str) or not question.strip():
+        msg = (
+            f"The graph received question={question!r}. Expected a non-empty string: "
+            'graph.invoke({"question": "..."}) or graph.invoke({"messages": [("user", '
+            '"...")]}).'
+        )
+        raise AdaptiveRAGError(msg)
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        msg = (
+            f"The graph received a question with a character that is not text: "
+            f"{question[error.start : error.end]!r} at position {error.start} (a lone "
+            "surrogate, e.g. from text decoded with errors='surrogateescape'). Expected "
+            "valid Unicode text. Fix: decode the source as UTF-8, or drop the character."
+        )
+        raise AdaptiveRAGError(msg) from None
 
 
 def _fresh_run() -> dict[str, Any]:
@@ -95,17 +128,35 @@ def _fresh_run() -> dict[str, Any]:
     }
 
 
+def for_this_call(policy: Policy, ctx: RunContext) -> Policy:
+    """The policy with this run's per-call settings (``context`` or ``configurable``).
+
+    Raises:
+        AdaptiveRAGError: An unknown field or a bad value, named as a bad config is.
+    """
+    overrides = call_overrides(policy.config)
+    if not overrides:
+        return policy
+    chosen = policy.with_config(replace(policy.config, **overrides))  # type: ignore[arg-type]
+    if chosen is not policy:
+        chosen.check_model(ctx.model)
+    return chosen
+
+
 def make_draft_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``draft``: the policy's look-ahead generation."""
 
     def draft(state: AdaptiveRAGState) -> dict[str, Any]:
-        _check_input(state)
-        if not state.get("finished"):
-            return policy.draft(ctx, state)
-        # a finished run on this thread: a new question starts from a clean slate
-        reset = _fresh_run()
-        fresh: AdaptiveRAGState = {**state, **reset, "retrievals": []}  # type: ignore[typeddict-item]
-        return {**reset, **policy.draft(ctx, fresh)}
+        method = for_this_call(policy, ctx)
+        if "counts" in state and not state.get("finished"):  # a later round of this run
+            return method.draft(ctx, state)
+        # a new run: its question; on a thread whose run finished, a clean slate too
+        start = _start_of_run(state, ctx.prompts)
+        reset = _fresh_run() if state.get("finished") else {}
+        fresh: AdaptiveRAGState = {**state, **reset, **start}  # type: ignore[typeddict-item]
+        if reset:
+            fresh["retrievals"] = []
+        return {**reset, **start, **method.draft(ctx, fresh)}
 
     return draft
 
@@ -114,7 +165,7 @@ def make_score_need_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``score_need``: accept text and decide whether to retrieve."""
 
     def score_need(state: AdaptiveRAGState) -> dict[str, Any]:
-        update = policy.score_need(ctx, state)
+        update = for_this_call(policy, ctx).score_need(ctx, state)
         decision = update.get("decision")
         if isinstance(decision, dict):
             get_stream_writer()({"event": "decision", **decision})
@@ -127,7 +178,7 @@ def make_formulate_query_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``formulate_query``: the retrieval query."""
 
     def formulate_query(state: AdaptiveRAGState) -> dict[str, Any]:
-        return {"query": policy.formulate_query(ctx, state)}
+        return {"query": for_this_call(policy, ctx).formulate_query(ctx, state)}
 
     return formulate_query
 
@@ -141,7 +192,11 @@ def _doc_id(document: Document, fallback: str) -> str:
 
 def _to_docs(documents: list[Document], offset: int) -> list[RetrievedDoc]:
     return [
-        {"id": _doc_id(d, f"result-{offset + i}"), "text": d.page_content}
+        {
+            "id": _doc_id(d, f"result-{offset + i}"),
+            "text": d.page_content,
+            "metadata": plain_data(d.metadata),
+        }
         for i, d in enumerate(documents)
     ]
 
@@ -165,13 +220,13 @@ def make_retrieve_node(
     ``max_failed_retrievals`` of its retrievals have failed, its later ones are not
     attempted (see ``RetrieverOptions``).
     """
-    top_k = policy.config.retrieve_topk
     settings = options or RetrieverOptions()
     passes_k = _takes_k(ctx.retriever)
     abandoned = AbandonedCalls(settings.max_abandoned_calls)  # shared by the graph's runs
     give_up_after = settings.max_failed_retrievals
 
     def retrieve(state: AdaptiveRAGState) -> dict[str, Any]:
+        top_k = for_this_call(policy, ctx).config.retrieve_topk
         query = state.get("query", "")
         failed_before = int(state.get("counts", {}).get("retrieval_errors", 0))
         errors = 0
@@ -216,7 +271,7 @@ def make_rerank_node(policy: Policy, ctx: RunContext) -> Node:
 
     def rerank(state: AdaptiveRAGState) -> dict[str, Any]:
         retrieved = list(state.get("docs", []))
-        update = policy.rerank(ctx, state)
+        update = for_this_call(policy, ctx).rerank(ctx, state)
         order: list[int] | None = update.get("rerank_order")  # type: ignore[assignment]
         decision = state.get("decision") or retrieval_decision(0, retrieve=True)
         event: RetrievalEvent = {
@@ -228,6 +283,7 @@ def make_rerank_node(policy: Policy, ctx: RunContext) -> Node:
             "query": state.get("query", ""),
             "doc_ids": [d["id"] for d in retrieved],
             "doc_texts": [d["text"] for d in retrieved],
+            "doc_metadata": [dict(d.get("metadata", {})) for d in retrieved],
             "rerank_order": order,
             "note": decision["note"],
         }
@@ -240,15 +296,55 @@ def make_continue_generation_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``continue_generation``: generate with the documents."""
 
     def continue_generation(state: AdaptiveRAGState) -> dict[str, Any]:
-        return policy.continue_generation(ctx, state)
+        return for_this_call(policy, ctx).continue_generation(ctx, state)
 
     return continue_generation
 
 
+def sources(state: AdaptiveRAGState) -> list[dict[str, Any]]:
+    """The documents this run's answer read, once each, in the order they came.
+
+    Every retrieval's documents, or the ones its re-ranker kept; each as ``id``,
+    ``text`` and ``metadata`` (``title``, ``source``, ``url``...), for citations.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for event in state.get("retrievals") or []:
+        order = event.get("rerank_order")
+        metadata = event.get("doc_metadata") or [{} for _ in event["doc_ids"]]
+        ranks = range(len(event["doc_ids"])) if order is None else order
+        for rank in ranks:
+            doc_id = event["doc_ids"][rank]
+            found.setdefault(
+                doc_id,
+                {"id": doc_id, "text": event["doc_texts"][rank], "metadata": metadata[rank]},
+            )
+    return list(found.values())
+
+
+def _turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
+    """This run's turn for ``messages``.
+
+    The answer as an ``AIMessage``, after the question as a ``HumanMessage`` when it was
+    not asked as the last message.
+    """
+    question = state.get("question", "")
+    reply = AIMessage(
+        content=str(state.get("text", "")).strip(),
+        additional_kwargs={"answer": str(state.get("answer", "")), "sources": sources(state)},
+    )
+    messages = state.get("messages") or []
+    asked = bool(messages) and isinstance(messages[-1], HumanMessage)
+    if asked and messages[-1].text == question:
+        return [reply]
+    return [HumanMessage(question), reply]
+
+
 def make_finalize_node(policy: Policy, ctx: RunContext) -> Node:
-    """Node ``finalize``: the short answer."""
+    """Node ``finalize``: the short answer, appended to ``messages`` as an ``AIMessage``."""
 
     def finalize(state: AdaptiveRAGState) -> dict[str, Any]:
-        return {**policy.finalize(ctx, state), "finished": True}
+        update = for_this_call(policy, ctx).finalize(ctx, state)
+        final: AdaptiveRAGState = {**state, **update}  # type: ignore[typeddict-item]
+        return {**update, "messages": _turn_messages(final), "finished": True}
 
     return finalize

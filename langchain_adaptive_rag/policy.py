@@ -7,6 +7,7 @@ builder wires the same seven nodes for every method; the policy fills them in.
 
 from __future__ import annotations
 
+import copy
 import math
 import types
 import typing
@@ -280,6 +281,22 @@ class Policy:
         """
         self.config = config
 
+    def with_config(self, config: GenerationConfig) -> Policy:
+        """This method with another config: one run's per-call settings.
+
+        Args:
+            config: A config of the method's class (the build-time one with fields
+                changed).
+
+        Returns:
+            ``self`` when the config is the same, else a shallow copy holding ``config``.
+        """
+        if config == self.config:
+            return self
+        clone = copy.copy(self)
+        clone.config = config
+        return clone
+
     def check_model(self, model: TraceModel) -> None:
         """Fail at build time when the model cannot serve this method.
 
@@ -339,7 +356,7 @@ class Policy:
             state["question"],
             state.get("text", ""),
             docs,
-            state.get("chat_history", []),
+            state.get("history", []),
         )
         budget = max(1, max_new_tokens or self.remaining(state))
         with token_stream(prompt, self.name) as sink:
@@ -515,7 +532,7 @@ class Policy:
             else:
                 text = text + forced
             prompt = build_prompt(
-                ctx.prompts, state["question"], text, history=state.get("chat_history", [])
+                ctx.prompts, state["question"], text, history=state.get("history", [])
             )
             with token_stream(prompt, self.name) as sink:
                 trace = ctx.model.generate_trace(

@@ -15,6 +15,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.state import RetrievedDoc
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "build_prompt",
     "extract_answer",
     "read_answer_as",
+    "recent_turns",
 ]
 
 AnswerKind = Literal["span", "yes_no"]
@@ -82,10 +84,18 @@ class QAPrompts:
     HotpotQA case tried, and the answer itself without the space."""
     history_template: str = "Question: {question}\nAnswer: {answer}\n"
     """One earlier chat turn; fields ``question`` and ``answer``."""
+    history_turns: int = 4
+    """Earlier chat turns shown (the most recent; ``0``: none): a thread's memory."""
     stop: tuple[str, ...] = field(default=("\n",))
     """Stop strings of every generation (the case's answer is one line)."""
     answer_kind: AnswerKind = "span"
     """How the extracted answer is read (see ``AnswerKind``)."""
+
+    def __post_init__(self) -> None:
+        turns = self.history_turns
+        if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
+            msg = f"QAPrompts.history_turns must be an integer >= 0, got {turns!r}."
+            raise AdaptiveRAGError(msg)
 
 
 def build_prompt(
@@ -167,6 +177,12 @@ def read_answer_as(answer: str, kind: AnswerKind = "span") -> str:
     if kind == "yes_no":
         return "yes" if answer[:3].lower() == "yes" else "no"
     return answer[:-1].strip() if answer.endswith(".") else answer
+
+
+def recent_turns(history: Sequence[BaseMessage], count: int) -> list[BaseMessage]:
+    """The last ``count`` human/AI turns of a chat history, as messages."""
+    kept = _turns(history)[-count:] if count else []
+    return [m for q, a in kept for m in (HumanMessage(q), AIMessage(a))]
 
 
 def _turns(history: Sequence[BaseMessage]) -> list[tuple[str, str]]:

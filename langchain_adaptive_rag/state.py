@@ -6,9 +6,12 @@ with any LangGraph checkpointer and a run can be audited without re-running it.
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import NotRequired, TypedDict
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "RetrievedDoc",
     "ScoredWord",
     "add_retrievals",
+    "plain_data",
 ]
 
 
@@ -29,7 +33,12 @@ class RetrievedDoc(TypedDict):
     """A retrieved passage as it is kept in state."""
 
     id: str
+    """The document's ``id`` (else ``metadata["id"]``, else ``result-<n>``)."""
     text: str
+    """Its ``page_content``."""
+    metadata: dict[str, Any]
+    """Its ``metadata`` as plain data (``source``, ``title``, ``url``, the retriever's
+    ``score``...): what a citation shows."""
 
 
 class ScoredWord(TypedDict):
@@ -60,6 +69,8 @@ class RetrievalEvent(TypedDict):
     """Ids of the retrieved documents, in retriever order."""
     doc_texts: list[str]
     """Their texts."""
+    doc_metadata: list[dict[str, Any]]
+    """Their metadata, as plain data (``source``, ``title``, ``url``, ``score``...)."""
     rerank_order: list[int] | None
     """Retriever ranks of the documents kept after re-ranking (``None``: not re-ranked)."""
     note: str
@@ -106,6 +117,29 @@ class RetrievalDecision(TypedDict):
     """``""``, or what the run should know (an unparseable decision, a retriever error)."""
 
 
+def plain_data(value: object) -> Any:
+    """``value`` as plain JSON data, safe in any checkpoint and results file.
+
+    Numpy scalars become numbers, tuples lists, non-finite floats ``None``, keys strings,
+    and anything else its ``str``.
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(key): plain_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(item) for item in value]
+    item_method = getattr(value, "item", None)
+    if callable(item_method):  # numpy scalars and 0-d arrays
+        return plain_data(item_method())
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):  # numpy arrays
+        return plain_data(tolist())
+    return str(value)
+
+
 QueryInput = str | list[str] | list[int]
 """A value a method's ``score_need`` leaves for its ``formulate_query``."""
 
@@ -122,17 +156,28 @@ def add_retrievals(
 
 
 class AdaptiveRAGInput(TypedDict):
-    """What a graph is invoked with."""
+    """What a graph is invoked with: ``question``, or ``messages`` ending in the question.
 
-    question: str
+    ``graph.invoke({"question": "..."})`` or, as in a ``MessagesState`` app,
+    ``graph.invoke({"messages": [("user", "...")]})``: when the last message is a human
+    message it is the question, else ``question`` is.
+    """
+
+    question: NotRequired[str]
     """The question to answer."""
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    """The conversation (LangGraph's ``add_messages`` convention): a last human message is
+    the question; earlier turns are the thread's memory."""
     chat_history: NotRequired[list[BaseMessage]]
-    """Earlier turns; human/AI pairs are shown before the question as solved examples."""
+    """Earlier turns given explicitly (shown before the thread's own turns)."""
 
 
 class AdaptiveRAGOutput(TypedDict):
     """What a graph returns."""
 
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    """The conversation with this run's answer appended as an ``AIMessage`` (its text;
+    ``additional_kwargs`` hold the short ``answer`` and the ``sources``)."""
     answer: str
     """The extracted short answer."""
     text: str
@@ -146,6 +191,9 @@ class AdaptiveRAGOutput(TypedDict):
 class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """Input, output and the private channels the nodes share."""
 
+    history: NotRequired[list[BaseMessage]]
+    """The earlier turns this run shows the model: ``chat_history`` and the thread's own
+    turns, the last ``QAPrompts.history_turns`` of them."""
     draft: NotRequired[str]
     """Look-ahead text generated but not yet accepted."""
     draft_ended: NotRequired[bool]

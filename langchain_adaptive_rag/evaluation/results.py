@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ from typing import NamedTuple, TypeAlias
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.paths import check_output_dir
 from langchain_adaptive_rag.evaluation.run_lock import run_dir_holder
+from langchain_adaptive_rag.state import plain_data
 
 __all__ = [
     "RESULTS_FILE",
@@ -134,21 +134,7 @@ class RunSettings:
 
 def json_safe(value: object) -> object:
     """Plain JSON data: numpy scalars become numbers, tuples lists, NaN/inf ``None``."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(key): json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    item_method = getattr(value, "item", None)
-    if callable(item_method):  # numpy scalars and 0-d arrays
-        return json_safe(item_method())
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):  # numpy arrays
-        return json_safe(tolist())
-    return str(value)
+    return plain_data(value)
 
 
 def _scan_results(path: Path) -> tuple[list[Record], int | None]:

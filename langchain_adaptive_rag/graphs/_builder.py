@@ -8,11 +8,12 @@ from typing import Any
 
 from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
+from langchain_adaptive_rag.call_config import context_schema
 from langchain_adaptive_rag.cancellation import run_in_thread
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
 from langchain_adaptive_rag.nodes import (
     Node,
     make_continue_generation_node,
@@ -36,10 +37,6 @@ try:  # how LangGraph builds a node from a function (an internal module of LangG
     from langgraph._internal._runnable import RunnableCallable as _NodeRunnable
 except ImportError:  # a LangGraph release that moved it: nodes are plain functions
     _NodeRunnable = None  # type: ignore[assignment,misc]
-
-AdaptiveRAGGraph = CompiledStateGraph[AdaptiveRAGState, None, AdaptiveRAGInput, AdaptiveRAGOutput]
-"""A compiled adaptive-RAG graph: input ``{"question"}``, output ``{"answer", "text",
-"retrievals", "counts"}``."""
 
 
 def build_adaptive_rag_graph(
@@ -91,7 +88,10 @@ def build_adaptive_rag_graph(
         raise AdaptiveRAGError(msg)
     ctx = RunContext(model=trace_model, retriever=retriever, prompts=prompts or QAPrompts())
     graph = StateGraph(
-        AdaptiveRAGState, input_schema=AdaptiveRAGInput, output_schema=AdaptiveRAGOutput
+        AdaptiveRAGState,
+        context_schema=context_schema(type(policy.config)),
+        input_schema=AdaptiveRAGInput,
+        output_schema=AdaptiveRAGOutput,
     )
     nodes: dict[str, Node] = {
         "draft": make_draft_node(policy, ctx),
@@ -127,7 +127,9 @@ def build_adaptive_rag_graph(
         "continue_generation", route_after_continue, {"draft": "draft", "finalize": "finalize"}
     )
     graph.add_edge("finalize", END)
-    return graph.compile(checkpointer=checkpointer, name=name or policy.name)
+    compiled = graph.compile(checkpointer=checkpointer, name=name or policy.name)
+    compiled.__class__ = AdaptiveRAGGraph  # LangGraph's compiled graph, with its tool
+    return compiled  # type: ignore[return-value]
 
 
 def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, Any]:

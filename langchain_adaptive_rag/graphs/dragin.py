@@ -410,9 +410,7 @@ class DRAGINPolicy(Policy):
         (as it stands: a text begun by an accepted whole draft starts with a space) and
         ``earlier`` (the sentences kept before a trigger).
         """
-        prompt = build_prompt(
-            ctx.prompts, state["question"], "", docs, state.get("chat_history", [])
-        )
+        prompt = build_prompt(ctx.prompts, state["question"], "", docs, state.get("history", []))
         tail = " ".join(part for part in (state.get("text", ""), earlier) if part)
         prompt = f"{prompt} {tail}" if tail else prompt
         with token_stream(prompt, self.name) as sink:

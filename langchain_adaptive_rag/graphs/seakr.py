@@ -373,7 +373,7 @@ class SeaKRPolicy(Policy):
             state["question"],
             state.get("text", ""),
             docs,
-            state.get("chat_history", []),
+            state.get("history", []),
         )
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -510,7 +510,7 @@ class SeaKRPolicy(Policy):
         rationale = self._rationale(ctx, state.get("text", ""))
         steps = [s.strip() for s in split_sentences(rationale) if s.strip()]
         sources: list[Sequence[RetrievedDoc]] = [
-            [{"id": f"step-{i}", "text": step} for i, step in enumerate(steps, 1)]
+            [{"id": f"step-{i}", "text": step, "metadata": {}} for i, step in enumerate(steps, 1)]
         ]
         if state.get("kept_docs"):
             sources.append(state.get("kept_docs", []))
@@ -563,7 +563,7 @@ class SeaKRPolicy(Policy):
         prompts = ctx.prompts
         read = self._sample(
             ctx,
-            build_prompt(prompts, state["question"], "", docs, state.get("chat_history", [])),
+            build_prompt(prompts, state["question"], "", docs, state.get("history", [])),
             self.config.generate_max_length,
             stop=prompts.stop,
         )
@@ -579,7 +579,7 @@ class SeaKRPolicy(Policy):
                 state["question"],
                 read.text + prompts.forced_answer,
                 docs,
-                state.get("chat_history", []),
+                state.get("history", []),
             ),
             self.config.forced_answer_tokens,
         )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from langchain_adaptive_rag.visualize._style import (
     ROUTES,
@@ -55,6 +57,7 @@ CSS = """
 .arag-run .arag-no{background:#e3f2e3;color:#1d5e20}
 .arag-run .arag-grey{background:#ececf0;color:#555}
 .arag-run .arag-muted{color:#666;font-size:13px}
+.arag-run .arag-cite{color:#555;font-size:12px;font-style:italic}
 .arag-run .arag-draft{font-family:ui-monospace,'DejaVu Sans Mono',Menlo,monospace;
   font-size:13px;white-space:pre-wrap;line-height:2.1;margin:6px 0}
 .arag-run .arag-tok{padding:3px 0;border-radius:2px}
@@ -193,6 +196,25 @@ def _decision_html(record: RunRecord, round_: Round) -> str:
     return f'<div class="arag-decision">→ {_esc(ROUTES.get(decision.route, decision.route))}</div>'
 
 
+_CITED = ("title", "source", "url")
+"""Metadata a passage's citation shows, when the retriever gave it."""
+
+
+def _citation(metadata: Mapping[str, Any]) -> str:
+    """A passage's title, source and URL (a link when it is one), or nothing."""
+    parts = []
+    for key in _CITED:
+        value = metadata.get(key)
+        if value in (None, ""):
+            continue
+        text = str(value)
+        if key == "url" and text.startswith(("http://", "https://")):
+            parts.append(f'<a href="{_esc(text)}" rel="noopener">{_esc(text)}</a>')
+        else:
+            parts.append(_esc(text))
+    return f' <span class="arag-cite">{" · ".join(parts)}</span>' if parts else ""
+
+
 def _docs_html(round_: Round, keys: set[str]) -> str:
     retrieval = round_.retrieval
     if retrieval is None:
@@ -208,9 +230,10 @@ def _docs_html(round_: Round, keys: set[str]) -> str:
             badge, css, tone = f"kept, re-rank #{order.index(rank) + 1}", "arag-kept", "arag-no"
         else:
             badge, css, tone = "dropped by the re-ranker", "arag-dropped", "arag-grey"
+        metadata = retrieval.doc_metadata[rank] if rank < len(retrieval.doc_metadata) else {}
         items.append(
-            f'<li class="{css}"><code>{_esc(doc_id)}</code> {_mark(text, keys)} '
-            f'<span class="arag-badge {tone}">{badge}</span></li>'
+            f'<li class="{css}"><code>{_esc(doc_id)}</code>{_citation(metadata)} '
+            f'{_mark(text, keys)} <span class="arag-badge {tone}">{badge}</span></li>'
         )
     note = (
         f'<div class="arag-muted">Retriever: {_esc(retrieval.note)}</div>' if retrieval.note else ""

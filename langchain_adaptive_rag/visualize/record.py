@@ -95,6 +95,8 @@ class Retrieval:
     """Retriever ranks kept by the re-ranker, best first (``None``: all, unchanged)."""
     note: str
     """``""``, or what went wrong."""
+    doc_metadata: list[dict[str, Any]] = field(default_factory=list)
+    """Their metadata (``title``, ``source``, ``url``...; empty in older records)."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,10 @@ def _round_from_dict(data: Mapping[str, Any]) -> Round:
             if retrieval["rerank_order"] is None
             else [int(i) for i in retrieval["rerank_order"]],
             note=str(retrieval["note"]),
+            doc_metadata=[
+                dict(m) if isinstance(m, Mapping) else {}
+                for m in retrieval.get("doc_metadata") or []
+            ],
         ),
         continuation=str(data["continuation"]),
     )

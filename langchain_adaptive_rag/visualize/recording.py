@@ -211,6 +211,7 @@ class _Recorder:
                 if event.get("rerank_order") is None
                 else [int(i) for i in event["rerank_order"]],
                 note=str(event.get("note", "")),
+                doc_metadata=[dict(m) for m in event.get("doc_metadata") or []],
             )
 
     def _on_continue_generation(self, update: Mapping[str, Any]) -> None:

@@ -230,7 +230,17 @@ def test_messages_stream_mode_streams_each_generation_token_by_token() -> None:
     model = FakeTraceModel([" Anna Berg was born in 1931.", " So the answer is 1931."])
     graph = create_fix_sentence_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     parts = list(graph.stream({"question": QUESTION}, stream_mode="messages"))
-    chunks = [(chunk, meta["langgraph_node"]) for chunk, meta in parts]
+    *chunks, (question, asked_in), (reply, answered_in) = [
+        (chunk, meta["langgraph_node"]) for chunk, meta in parts
+    ]
+    # the run's turn, written to ``messages`` by finalize, comes last, whole
+    assert (type(question).__name__, question.content, asked_in) == (
+        "HumanMessage",
+        QUESTION,
+        "finalize",
+    )
+    assert (type(reply).__name__, answered_in) == ("AIMessage", "finalize")
+    assert reply.content == "Anna Berg was born in 1931. So the answer is 1931."
     assert all(isinstance(chunk, AIMessageChunk) for chunk, _ in chunks)
     assert [c.content for c, _ in chunks] == [
         " Anna", " Berg", " was", " born", " in", " 1931.",

@@ -42,6 +42,7 @@ EXPECTED_ALL = [
     "create_fix_sentence_graph",
     "create_flare_graph",
     "create_no_retrieval_graph",
+    "create_rag_tool",
     "create_seakr_graph",
     "create_single_round_graph",
     "create_ta_are_graph",

@@ -31,6 +31,7 @@ from langchain_adaptive_rag.served import (
 )
 from langchain_adaptive_rag.signals import top_k_entropy
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
+from tests.outputs import comparable
 from tests.served_chat import ServerLikeChatModel
 from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
 
@@ -322,7 +323,7 @@ def _rounded(value: object) -> object:
     if isinstance(value, float):
         return round(value, 6)
     if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
+        return {k: _rounded(v) for k, v in comparable(value).items()}
     if isinstance(value, list):
         return [_rounded(v) for v in value]
     return value

@@ -1,0 +1,93 @@
+"""Citations: a retriever's document metadata kept in the state, events, answer and report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langchain_adaptive_rag.graphs.fixed import create_single_round_graph
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.testing import FakeTraceModel
+from langchain_adaptive_rag.visualize import record_run, tokens_html
+
+QUESTION = "When was the director of film Blue Harbour born?"
+ANSWER = " Anna Berg was born in 1931. So the answer is 1931."
+
+
+class CatalogueRetriever(BaseRetriever):
+    """Documents with a source, a title, a URL and a numpy score, as real retrievers give."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(
+                id="wiki-17",
+                page_content="Anna Berg (born 1931) is a Swedish film director.",
+                metadata={
+                    "title": "Anna Berg",
+                    "source": "wikipedia",
+                    "url": "https://en.wikipedia.org/wiki/Anna_Berg",
+                    "score": np.float32(12.5),
+                    "tags": ("film", "director"),
+                },
+            ),
+            Document(id="wiki-3", page_content="Blue Harbour is a 1962 film.", metadata={}),
+        ]
+
+
+def _graph(**options: Any) -> Any:
+    return create_single_round_graph(
+        FakeTraceModel([ANSWER] * 4),
+        CatalogueRetriever(),
+        prompts=QAPrompts(exemplars=()),
+        **options,
+    )
+
+
+EXPECTED = {
+    "title": "Anna Berg",
+    "source": "wikipedia",
+    "url": "https://en.wikipedia.org/wiki/Anna_Berg",
+    "score": 12.5,
+    "tags": ["film", "director"],
+}
+
+
+def test_metadata_reaches_the_events_and_the_answers_sources() -> None:
+    result = _graph().invoke({"question": QUESTION})
+    (event,) = result["retrievals"]
+    assert event["doc_metadata"] == [EXPECTED, {}]
+    assert type(event["doc_metadata"][0]["score"]) is float  # plain data, not numpy
+    sources = result["messages"][-1].additional_kwargs["sources"]
+    assert [s["id"] for s in sources] == ["wiki-17", "wiki-3"]
+    assert sources[0]["metadata"]["url"] == EXPECTED["url"]
+    assert sources[0]["text"].startswith("Anna Berg (born 1931)")
+
+
+def test_metadata_survives_a_strict_checkpoint() -> None:
+    saver = InMemorySaver(serde=JsonPlusSerializer(allowed_msgpack_modules=None))
+    graph = _graph(checkpointer=saver)
+    thread = {"configurable": {"thread_id": "cite"}}
+    graph.invoke({"question": QUESTION}, thread)  # type: ignore[arg-type]
+    state = graph.get_state(thread)  # type: ignore[arg-type]
+    assert state.values["docs"][0]["metadata"] == EXPECTED
+    assert state.values["retrievals"][0]["doc_metadata"][0] == EXPECTED
+
+
+def test_the_report_cites_each_passage() -> None:
+    record = record_run(_graph(), QUESTION)
+    page = tokens_html(record)
+    assert 'href="https://en.wikipedia.org/wiki/Anna_Berg"' in page
+    assert "Anna Berg · wikipedia" in page
+    assert record.rounds[0].retrieval is not None
+    assert record.rounds[0].retrieval.doc_metadata[0]["title"] == "Anna Berg"
+    again = type(record).from_json(record.to_json())
+    assert again.rounds[0].retrieval is not None
+    assert again.rounds[0].retrieval.doc_metadata == record.rounds[0].retrieval.doc_metadata
