@@ -43,11 +43,11 @@ if TYPE_CHECKING:
         create_vanilla_graph,
     )
     from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
-    from langchain_adaptive_rag.graphs.tool import create_rag_tool
     from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
     from langchain_adaptive_rag.graphs.flare import FLAREConfig
     from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
+    from langchain_adaptive_rag.graphs.tool import create_rag_tool
     from langchain_adaptive_rag.policy import GenerationConfig
     from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
     from langchain_adaptive_rag.retrievers import (

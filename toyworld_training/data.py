@@ -87,7 +87,7 @@ class TrainingExample:
 
 
 def _docs(texts: Sequence[str]) -> list[RetrievedDoc]:
-    return [{"id": f"ctx-{i}", "text": t} for i, t in enumerate(texts)]
+    return [{"id": f"ctx-{i}", "text": t, "metadata": {}} for i, t in enumerate(texts)]
 
 
 def qa_example(

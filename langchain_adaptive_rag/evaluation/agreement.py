@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from langchain_adaptive_rag.catalogue import DEFAULT_TOLERANCE
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.results import FINGERPRINT_KEY, PathLike, Record, read_run
 
@@ -36,8 +37,6 @@ __all__ = [
     "compare_results",
 ]
 
-DEFAULT_TOLERANCE = 1e-4
-"""Floats within this (relative above 1) count as equal to rounding."""
 _NOT_COMPARED = frozenset({"seconds", FINGERPRINT_KEY})
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
+from langchain_adaptive_rag.catalogue import PACKAGE_PROMPTS
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.corpus import iter_passages
 from langchain_adaptive_rag.evaluation.datasets import Example, canonical_dataset_name, load_dataset
@@ -59,8 +60,6 @@ DEFAULT_PROMPTS: dict[str, PromptDataset] = {
 """The ``dataset_prompts`` set each dataset uses unless told otherwise (MuSiQue has none:
 the package's default demonstrations)."""
 
-PACKAGE_PROMPTS = "default"
-"""The ``prompts`` name of the package's own two demonstrations."""
 _SHORT_FORM = frozenset({"vanilla", "ta_are"})
 
 

@@ -8,23 +8,56 @@
   it (``adaptive-rag verify-index DIR``).
 - ``create_elasticsearch_retriever`` and ``index_elasticsearch`` set up the papers'
   Elasticsearch BM25 for a corpus beyond one machine.
+
+Names load on first use (PEP 562): the command line's parsers import no retriever.
 """
 
-from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer, english_analyzer
-from langchain_adaptive_rag.retrievers.bm25 import (
-    BM25Index,
-    BM25Retriever,
-    create_bm25_retriever,
-    load_bm25_retriever,
-)
-from langchain_adaptive_rag.retrievers.builder import BM25Parameters, build_bm25_index
-from langchain_adaptive_rag.retrievers.elasticsearch import (
-    create_elasticsearch_retriever,
-    elasticsearch_index_body,
-    elasticsearch_query_body,
-    index_elasticsearch,
-)
-from langchain_adaptive_rag.retrievers.verify import verify_bm25_index
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from langchain_adaptive_rag.retrievers.analysis import (
+        BM25Analyzer,
+        english_analyzer,
+    )
+    from langchain_adaptive_rag.retrievers.bm25 import (
+        BM25Index,
+        BM25Retriever,
+        create_bm25_retriever,
+        load_bm25_retriever,
+    )
+    from langchain_adaptive_rag.retrievers.builder import (
+        BM25Parameters,
+        build_bm25_index,
+    )
+    from langchain_adaptive_rag.retrievers.elasticsearch import (
+        create_elasticsearch_retriever,
+        elasticsearch_index_body,
+        elasticsearch_query_body,
+        index_elasticsearch,
+    )
+    from langchain_adaptive_rag.retrievers.verify import (
+        verify_bm25_index,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "BM25Analyzer": "langchain_adaptive_rag.retrievers.analysis",
+    "BM25Index": "langchain_adaptive_rag.retrievers.bm25",
+    "BM25Parameters": "langchain_adaptive_rag.retrievers.builder",
+    "BM25Retriever": "langchain_adaptive_rag.retrievers.bm25",
+    "build_bm25_index": "langchain_adaptive_rag.retrievers.builder",
+    "create_bm25_retriever": "langchain_adaptive_rag.retrievers.bm25",
+    "create_elasticsearch_retriever": "langchain_adaptive_rag.retrievers.elasticsearch",
+    "elasticsearch_index_body": "langchain_adaptive_rag.retrievers.elasticsearch",
+    "elasticsearch_query_body": "langchain_adaptive_rag.retrievers.elasticsearch",
+    "english_analyzer": "langchain_adaptive_rag.retrievers.analysis",
+    "index_elasticsearch": "langchain_adaptive_rag.retrievers.elasticsearch",
+    "load_bm25_retriever": "langchain_adaptive_rag.retrievers.bm25",
+    "verify_bm25_index": "langchain_adaptive_rag.retrievers.verify",
+}
+"""Where each public name lives."""
 
 __all__ = [
     "BM25Analyzer",
@@ -41,3 +74,18 @@ __all__ = [
     "load_bm25_retriever",
     "verify_bm25_index",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        msg = f"module 'langchain_adaptive_rag.retrievers' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

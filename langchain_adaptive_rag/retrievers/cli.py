@@ -12,12 +12,7 @@ import time
 from pathlib import Path
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, DamagedIndexError
-from langchain_adaptive_rag.evaluation.corpus import iter_passages
 from langchain_adaptive_rag.evaluation.paths import check_output_dir
-from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer
-from langchain_adaptive_rag.retrievers.builder import BM25Parameters, build_bm25_index
-from langchain_adaptive_rag.retrievers.elasticsearch import index_elasticsearch
-from langchain_adaptive_rag.retrievers.verify import verify_bm25_index
 
 __all__ = ["add_index_command", "run_index_command", "run_verify_index_command"]
 
@@ -98,6 +93,11 @@ def run_index_command(args: argparse.Namespace) -> int:
     """
     from tqdm.auto import tqdm
 
+    from langchain_adaptive_rag.evaluation.corpus import iter_passages
+    from langchain_adaptive_rag.retrievers.analysis import BM25Analyzer
+    from langchain_adaptive_rag.retrievers.builder import BM25Parameters, build_bm25_index
+    from langchain_adaptive_rag.retrievers.elasticsearch import index_elasticsearch
+
     corpus = Path(args.corpus)
     if not corpus.is_file():
         print(
@@ -171,6 +171,8 @@ def run_verify_index_command(args: argparse.Namespace) -> int:
         0 when the index is intact, 1 when it is damaged (the file is named), 2 when the
         directory is not a verifiable index.
     """
+    from langchain_adaptive_rag.retrievers.verify import verify_bm25_index
+
     try:
         report = verify_bm25_index(args.directory)
     except DamagedIndexError as error:

@@ -38,7 +38,7 @@ def test_messages_in_an_ai_message_out() -> None:
     assert isinstance(question, HumanMessage) and question.content == FIRST
     assert isinstance(reply, AIMessage)
     assert reply.content == "Anna Berg. So the answer is Anna Berg."
-    assert reply.additional_kwargs == {"answer": "Anna Berg"}
+    assert reply.additional_kwargs == {"answer": "Anna Berg", "sources": []}
     assert result["answer"] == "Anna Berg"  # the answer, text, retrievals, counts stay
 
 
