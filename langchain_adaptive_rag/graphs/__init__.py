@@ -62,8 +62,8 @@ Method = Literal[
     "vanilla",
     "ta_are",
 ]
-"""Every method name of the product (see DESIGN: wo-RAG, SR-RAG, FL-RAG, FS-RAG, FLARE,
-DRAGIN, SeaKR, Vanilla and TA-ARE prompting)."""
+"""Every method's id: wo-RAG, SR-RAG, FL-RAG, FS-RAG, FLARE, DRAGIN, SeaKR, and Vanilla
+and TA-ARE prompting, in the order tables show them."""
 
 _POLICY_CLASSES: tuple[type[Policy], ...] = (
     NoRetrievalPolicy,

@@ -77,7 +77,7 @@ def test_method_end_to_end(method: str, chat: ChatTransformers, retriever, tmp_p
         )
         thread = {"configurable": {"thread_id": f"{method}-1"}}
         result = graph.invoke({"question": "When was the director of Blue Harbour born?"}, thread)
-        assert set(result) == {"answer", "text", "retrievals", "counts"}
+        assert set(result) == {"messages", "answer", "text", "retrievals", "counts"}
         assert isinstance(result["answer"], str)
         counts = result["counts"]
         assert counts["retrievals"] == len(result["retrievals"])

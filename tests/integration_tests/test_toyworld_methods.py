@@ -134,13 +134,16 @@ def test_retrieval_answers_most_unknown_fact_test_questions(
     unknown_test_questions: list[ToyQuestion], method: str
 ) -> None:
     # The fixed set's 12 unknown-fact questions are few: the same claim on all 90 of the
-    # held-out test split (the harness's split; comparisons, compositional and grandfather).
-    states = _eight_at_a_time(method, unknown_test_questions)
+    # held-out test split (the harness's split; comparisons, compositional and grandfather);
+    # SeaKR, whose calls decode k + 1 sequences, on the first 48 (EM 0.85 there, 0.78 on all
+    # 90 when measured) to keep the suite's time.
+    questions = unknown_test_questions[:48] if method == "seakr" else unknown_test_questions
+    states = _eight_at_a_time(method, questions)
     em = sum(
         exact_match(str(state["answer"]), q.answer)
-        for state, q in zip(states, unknown_test_questions, strict=True)
+        for state, q in zip(states, questions, strict=True)
     ) / len(states)
-    assert len(states) == 90
+    assert len(unknown_test_questions) == 90 and len(states) == len(questions)
     assert em > 0.5, f"{method}: EM {em:.3f} on {len(states)} unknown-fact test questions"
 
 

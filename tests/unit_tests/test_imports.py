@@ -144,3 +144,15 @@ print("\\n".join(failed))
     count, *failed = done.stdout.strip().splitlines()
     assert int(count) > 70  # every module was found, not only the package
     assert not failed
+
+
+def test_docstrings_hold_no_raw_sphinx_roles() -> None:
+    """mkdocstrings prints ``:func:`x``` literally: cross-references are written as code."""
+    role = re.compile(r":(?:func|class|meth|data|attr|mod|exc|obj|const):`")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "langchain_adaptive_rag").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if role.search(line)
+    ]
+    assert found == []
