@@ -30,11 +30,16 @@ from langchain_core.retrievers import BaseRetriever
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.datasets import Example
-from langchain_adaptive_rag.evaluation.overrides import config_class_for
+from langchain_adaptive_rag.evaluation.overrides import config_class_for, config_to_dict
 from langchain_adaptive_rag.evaluation.results import PathLike, RunSettings
-from langchain_adaptive_rag.evaluation.runner import evaluate_method
+from langchain_adaptive_rag.evaluation.runner import run_evaluation
 from langchain_adaptive_rag.evaluation.summary import SummaryRow, format_table, summarize
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, policy_class
+from langchain_adaptive_rag.graphs import (
+    AVAILABLE_METHODS,
+    Method,
+    create_adaptive_rag_graph,
+    policy_class,
+)
 from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 
@@ -196,19 +201,23 @@ def _sweep(
     root: Path,
     options: _SweepOptions,
 ) -> list[CalibrationPoint]:
-    """Run each config in its own directory under ``root`` and summarise it."""
+    """Run each value in its own directory under ``root`` and summarise it.
+
+    One compiled graph serves every value: each run sets the threshold for its calls
+    (``configurable``), and records its whole config in its ``run.json``.
+    """
+    graph = create_adaptive_rag_graph(
+        model, retriever, method, config=configs[0][1], prompts=options.prompts
+    )
+    base = options.settings if options.settings is not None else RunSettings(method=method)
     points: list[CalibrationPoint] = []
     for value, config in configs:
         run_dir = root / _point_name(options.name, value)
-        report = evaluate_method(
-            model,
-            retriever,
-            method,
+        report = run_evaluation(
+            graph.with_config(configurable={options.name: value}),
             examples,
             run_dir,
-            config=config,
-            prompts=options.prompts,
-            settings=options.settings,
+            settings=replace(base, method=method, config=config_to_dict(config)),
             concurrency=options.concurrency,
             progress=options.progress,
         )

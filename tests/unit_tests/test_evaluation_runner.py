@@ -670,7 +670,17 @@ def test_calibration_sweeps_and_chooses_by_the_rule(tmp_path: Path) -> None:
     assert model.questions == [] and [p.f1 for p in again] == [0.5, 1.0, 1.0]
 
 
-def test_calibration_in_a_temporary_directory() -> None:
+def test_calibration_in_a_temporary_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_adaptive_rag.evaluation import calibration
+
+    built: list[str] = []
+    build = calibration.create_adaptive_rag_graph
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(args[2])
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(calibration, "create_adaptive_rag_graph", counting)
     points = calibrate_threshold(
         "flare",
         CAL_EXAMPLES[:1],
@@ -680,6 +690,7 @@ def test_calibration_in_a_temporary_directory() -> None:
         prompts=NO_SHOTS,
     )
     assert [(p.threshold, p.f1, p.run_dir) for p in points] == [(0.2, 0.0, None), (0.4, 1.0, None)]
+    assert built == ["flare"]  # one compiled graph, the threshold set per run
 
 
 def test_calibration_errors() -> None:
