@@ -9,8 +9,9 @@ The methods that read only text or log-probabilities also run on any LangChain c
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from langchain_adaptive_rag.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from langchain_adaptive_rag.chat_models import (
@@ -147,16 +148,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:
-    """Import a public name on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        msg = f"module 'langchain_adaptive_rag' has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports("langchain_adaptive_rag", _EXPORTS, globals(), __all__)

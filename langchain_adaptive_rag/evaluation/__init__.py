@@ -9,8 +9,9 @@ parsers, does not load the model stack.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from langchain_adaptive_rag.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from langchain_adaptive_rag.evaluation.agreement import (
@@ -229,16 +230,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """Import a public name on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        msg = f"module 'langchain_adaptive_rag.evaluation' has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(
+    "langchain_adaptive_rag.evaluation", _EXPORTS, globals(), __all__
+)

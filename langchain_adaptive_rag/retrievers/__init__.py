@@ -14,8 +14,9 @@ Names load on first use (PEP 562): the command line's parsers import no retrieve
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from langchain_adaptive_rag.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from langchain_adaptive_rag.retrievers.analysis import (
@@ -76,16 +77,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """Import a public name on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        msg = f"module 'langchain_adaptive_rag.retrievers' has no attribute {name!r}"
-        raise AttributeError(msg)
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(
+    "langchain_adaptive_rag.retrievers", _EXPORTS, globals(), __all__
+)
