@@ -56,6 +56,7 @@ from langchain_adaptive_rag.generation import (
     TraceDecoder,
 )
 from langchain_adaptive_rag.kernels import cudnn_advice, cudnn_attention_may_run
+from langchain_adaptive_rag.loading_bars import weight_loading_bars
 from langchain_adaptive_rag.prefix_cache import PrefixCache
 from langchain_adaptive_rag.token_text import token_pieces
 
@@ -247,6 +248,10 @@ class ChatTransformers(BaseChatModel):
     """Hub revision (branch, tag or commit) when loading by id."""
     local_files_only: bool = False
     """Load from the local cache or directory only, never from the hub."""
+    show_loading_progress: bool = False
+    """Let transformers print its "Loading weights" bars while loading by path. Off by
+    default: scripts, server logs and notebooks stay clean; the process-wide setting is
+    restored after the load."""
     hf_token: SecretStr | None = Field(default=None, alias="api_key")
     """Hugging Face access token for gated or private hub models (Llama-2, Llama-3), also
     accepted as ``api_key``. ``None``: the token transformers finds itself (``HF_TOKEN``
@@ -364,14 +369,15 @@ class ChatTransformers(BaseChatModel):
     def _load_from_path(self, name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(
-            name,
-            dtype=self.dtype or "float32",
-            attn_implementation=self.attn_implementation,
-            revision=self.revision,
-            local_files_only=self.local_files_only,
-            token=self._token(),
-        )
+        with weight_loading_bars(self.show_loading_progress):
+            model = AutoModelForCausalLM.from_pretrained(
+                name,
+                dtype=self.dtype or "float32",
+                attn_implementation=self.attn_implementation,
+                revision=self.revision,
+                local_files_only=self.local_files_only,
+                token=self._token(),
+            )
         if self.device is not None:
             model.to(self.device)
         tokenizer = self.tokenizer

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from langchain_adaptive_rag.loading_bars import weight_loading_bars
 from langchain_adaptive_rag.pretrained.gguf_chunks import GGUFChunks, ModelCacheError
 
 __all__ = ["MANIFEST", "check_converted", "convert_gguf"]
@@ -91,7 +92,8 @@ def convert_gguf(chunks: GGUFChunks, gguf_path: Path, directory: Path) -> Path:
     try:
         folder, name = str(gguf_path.parent), gguf_path.name
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        read = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        with weight_loading_bars(shown=False):
+            read = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
         settings = read.config.to_dict()
         settings.pop("quantization_config", None)
         config = AutoConfig.for_model(**settings)
