@@ -1,10 +1,10 @@
 """Adaptive retrieval-augmented generation for LangChain and LangGraph.
 
-The package's foundation is ``ChatTransformers``, a LangChain chat model over a local
+The package's foundation is [`ChatTransformers`][], a LangChain chat model over a local
 HuggingFace causal LM that reports per-token entropy, log-probabilities, attention rows and
 hidden states: the signals the adaptive methods use to decide when and what to retrieve.
 The methods that read only text or log-probabilities also run on any LangChain chat model
-(``ChatOpenAI`` on vLLM, llama.cpp, Ollama or OpenAI) through ``ServedModel``.
+(``ChatOpenAI`` on vLLM, llama.cpp, Ollama or OpenAI) through [`ServedModel`][].
 """
 
 from __future__ import annotations

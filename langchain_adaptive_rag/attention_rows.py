@@ -15,7 +15,7 @@ flash-attention padding mask, or a flex-attention ``BlockMask``, whose mask func
 evaluated at the rows' positions), with the layer's sliding window applied.
 
 While the decoding loop's cache only appends, the steps' rows are deferred
-(``PendingRows``): a step keeps a view of its newest query, and the rows of all
+([`PendingRows`][]): a step keeps a view of its newest query, and the rows of all
 kept steps are computed later as one causal attention over the latest keys, so a
 decoding step launches no kernel for them.
 """
@@ -276,7 +276,7 @@ def capture_attention_forward(
 
     Raises:
         AttentionUnavailableError: If the layer passes an option that changes its weights
-            and that the rows do not recompute (``UNREAD_OPTIONS``).
+            and that the rows do not recompute ([`UNREAD_OPTIONS`][]).
     """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -333,7 +333,7 @@ class route_to_capture:  # noqa: N801 - used as a context manager, like torch.no
     """Route one attention module through ``capture_attention_forward`` for a while.
 
     The module gets a shallow copy of its config naming the capture function and a
-    ``RowSink``; both are removed on exit. Other layers and the model's masks keep
+    [`RowSink`][]; both are removed on exit. Other layers and the model's masks keep
     the model's kernel.
     """
 

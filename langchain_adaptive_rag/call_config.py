@@ -37,10 +37,10 @@ def context_schema(config_class: type[Any]) -> type[Any]:
     """A TypedDict of ``config_class``'s fields, each optional: a graph's context schema.
 
     Args:
-        config_class: The method's config dataclass (``DRAGINConfig``).
+        config_class: The method's config dataclass ([`DRAGINConfig`][]).
 
     Returns:
-        ``<Config>Context``: the same names and types, ``total=False``.
+        ``<Config>Context``, with the same names and types and ``total=False``.
     """
     hints = typing.get_type_hints(config_class)
     annotations = {item.name: hints[item.name] for item in dataclasses.fields(config_class)}

@@ -4,9 +4,9 @@ An async call (``ainvoke``, ``agenerate_trace``, an async graph run's node) wait
 tokens in a thread. When the awaiting task is cancelled (a client that disconnects, an
 ``asyncio.wait_for`` that times out), that thread would go on decoding to the end of its
 budget, holding rows of the batched loop and device time that other callers need.
-``run_in_thread`` gives the thread a stop event that the cancellation sets; the
-model's calls in that thread read it (``current_stop``): a call decoding leaves the
-batch at the next step, and a call made after it raises ``CallCancelledError``
+[`run_in_thread`][] gives the thread a stop event that the cancellation sets; the
+model's calls in that thread read it ([`current_stop`][]): a call decoding leaves the
+batch at the next step, and a call made after it raises [`CallCancelledError`][]
 at once.
 """
 
@@ -37,7 +37,7 @@ async def run_in_thread(executor: Executor | None, call: Callable[[], T]) -> T:
     Args:
         executor: The threads to wait in (``None``: the event loop's default executor).
         call: What to run; it sees the caller's context (run config, callbacks, stream
-            writer) and, through ``current_stop``, the stop event of this wait.
+            writer) and, through [`current_stop`][], the stop event of this wait.
 
     Returns:
         What ``call`` returned.

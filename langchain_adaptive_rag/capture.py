@@ -3,7 +3,7 @@
 Only the layer a method needs is hooked, so no other layer's attentions are ever
 materialised. On an eager model the row is the layer's own weights; on any other kernel
 (sdpa, flash attention) that layer alone is routed through
-``langchain_adaptive_rag.attention_rows``, which recomputes the row from the layer's
+[`langchain_adaptive_rag.attention_rows`][], which recomputes the row from the layer's
 query and key states while the kernel computes its output. What the hooks read stays on
 the model's device until the decoding step reads it back with the step's logits.
 """
@@ -182,7 +182,7 @@ class AttentionCapture:
     """Reads one layer's attention weights on every forward pass while it is entered.
 
     On an eager model a forward hook reads the layer's own weights; on another kernel the
-    layer is routed through ``route_to_capture``.
+    layer is routed through [`route_to_capture`][].
     After each forward pass ``weights`` holds ``(batch, heads, queries, keys)`` float32
     weights: the newest query row, or every row with ``full=True``.
     """

@@ -27,11 +27,11 @@ METHOD_NAMES: tuple[str, ...] = (
     "vanilla",
     "ta_are",
 )
-"""Every method's id, in the order tables show them (``graphs.AVAILABLE_METHODS``)."""
+"""Every method's id, in the order tables show them ([`graphs.AVAILABLE_METHODS`][])."""
 THRESHOLD_FIELDS: dict[str, str] = {"flare": "theta", "dragin": "theta", "seakr": "delta"}
-"""The config field each calibratable method retrieves by (``calibration.THRESHOLD_FIELDS``)."""
+"""The config field each calibratable method retrieves by ([`calibration.THRESHOLD_FIELDS`][])."""
 PROMPT_SETS: tuple[str, ...] = ("2wikimultihopqa", "hotpotqa", "iirc", "strategyqa", "simple_qa")
-"""Benchmarks with a prompt of their own (``exemplars.PromptDataset``)."""
+"""Benchmarks with a prompt of their own ([`exemplars.PromptDataset`][])."""
 PACKAGE_PROMPTS = "default"
 """The ``prompts`` name of the package's own two demonstrations."""
 DEFAULT_TOLERANCE = 1e-4

@@ -73,7 +73,7 @@ T = TypeVar("T")
 AttentionKernel = Literal[
     "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"
 ]
-"""The attention kernels ``ChatTransformers`` loads a model with (transformers' names)."""
+"""The attention kernels [`ChatTransformers`][] loads a model with (transformers' names)."""
 
 _logger = logging.getLogger(__name__)
 
@@ -130,12 +130,12 @@ class AttentionMatrix:
 
 
 def get_token_signals(message: BaseMessage) -> TokenSignals:
-    """Read the per-token signals that ``ChatTransformers`` attached to a message.
+    """Read the per-token signals that [`ChatTransformers`][] attached to a message.
 
     Works on invoked messages and on the sum of streamed chunks.
 
     Args:
-        message: An AI message produced by ``ChatTransformers``.
+        message: An AI message produced by [`ChatTransformers`][].
 
     Returns:
         The signals as numpy arrays.
@@ -168,60 +168,61 @@ class ChatTransformers(BaseChatModel):
     attention rows and hidden states as numpy arrays for the adaptive-RAG graphs.
 
     Setup:
-        .. code-block:: bash
-
-            pip install langchain-adaptive-rag
+        ```bash
+        pip install langchain-adaptive-rag
+        ```
 
     Instantiate:
-        .. code-block:: python
+        ```python
+        from langchain_adaptive_rag import ChatTransformers
 
-            from langchain_adaptive_rag import ChatTransformers
-
-            llm = ChatTransformers(
-                model="meta-llama/Llama-2-7b-chat-hf",  # hub id or local directory
-                dtype="bfloat16",
-                device="cuda",
-                max_new_tokens=128,
-                prefix_cache_mib=512,  # recent prompts' keys and values, reused
-            )
-            # or wrap objects already loaded:
-            llm = ChatTransformers(model=hf_model, tokenizer=hf_tokenizer)
+        llm = ChatTransformers(
+            model="meta-llama/Llama-2-7b-chat-hf",  # hub id or local directory
+            dtype="bfloat16",
+            device="cuda",
+            max_new_tokens=128,
+            prefix_cache_mib=512,  # recent prompts' keys and values, reused
+        )
+        # or wrap objects already loaded:
+        llm = ChatTransformers(model=hf_model, tokenizer=hf_tokenizer)
+        ```
 
     Invoke:
-        .. code-block:: python
-
-            msg = llm.invoke([("system", "Be brief."), ("human", "Who wrote Hamlet?")])
-            msg.content
+        ```python
+        msg = llm.invoke([("system", "Be brief."), ("human", "Who wrote Hamlet?")])
+        msg.content
+        ```
 
     Stream:
-        .. code-block:: python
-
-            for chunk in llm.stream("Tell me a story"):
-                print(chunk.content, end="")
+        ```python
+        for chunk in llm.stream("Tell me a story"):
+            print(chunk.content, end="")
+        ```
 
     Async:
-        .. code-block:: python
-
-            msg = await llm.ainvoke("Hello")
-            async for chunk in llm.astream("Hello"):
-                ...
+        ```python
+        msg = await llm.ainvoke("Hello")
+        async for chunk in llm.astream("Hello"):
+            ...
+        ```
 
     Response metadata:
-        .. code-block:: python
+        ```python
+        from langchain_adaptive_rag import get_token_signals
 
-            from langchain_adaptive_rag import get_token_signals
-
-            signals = get_token_signals(msg)
-            signals.entropies  # numpy array, one entry per generated token
-            msg.response_metadata["finish_reason"]  # "stop" or "length"
-            msg.usage_metadata  # input, output and total tokens
+        signals = get_token_signals(msg)
+        signals.entropies  # numpy array, one entry per generated token
+        msg.response_metadata["finish_reason"]  # "stop" or "length"
+        msg.usage_metadata  # input, output and total tokens
+        ```
 
     Token logprobs (OpenAI format, as ``ChatOpenAI(logprobs=True)``):
-        .. code-block:: python
+        ```python
+        llm = ChatTransformers(model=..., logprobs=True, top_logprobs=3)
+        llm.invoke("Hi").response_metadata["logprobs"]["content"][0]
+        # {"token": ..., "logprob": ..., "bytes": [...], "top_logprobs": [...]}
+        ```
 
-            llm = ChatTransformers(model=..., logprobs=True, top_logprobs=3)
-            llm.invoke("Hi").response_metadata["logprobs"]["content"][0]
-            # {"token": ..., "logprob": ..., "bytes": [...], "top_logprobs": [...]}
     """
 
     model_config = ConfigDict(

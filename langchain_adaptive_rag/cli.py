@@ -1,6 +1,6 @@
 """The ``adaptive-rag`` command line.
 
-This module stays light: torch, transformers and the commands load inside ``main``,
+This module stays light: torch, transformers and the commands load inside [`main`][],
 so Ctrl-C at any point of start-up ends in one line, not a traceback.
 """
 

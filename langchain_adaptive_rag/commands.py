@@ -98,7 +98,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Parse the arguments and run the command (``cli.main`` handles its failures).
+    """Parse the arguments and run the command ([`cli.main`][] handles its failures).
 
     Args:
         argv: Arguments (default: ``sys.argv[1:]``).

@@ -1,6 +1,6 @@
 """The batched KV-cache loop that decodes the requests of one model together.
 
-Requests (``TraceDecoder``) are prefilled, from
+Requests ([`TraceDecoder`][]) are prefilled, from
 a stored prefix when the prefix cache holds one, then every sample decodes one token per
 step with its own options, stop strings, seed, token budget and captures. Requests that
 arrive meanwhile join at a step boundary; a sample with nothing left to feed leaves.
@@ -73,7 +73,7 @@ def decode_together(
         model: The causal LM every decoder was built for.
         decoders: The requests.
         capture: The signals the loop's hooks read; it must cover every request's
-            (``capture_covers``). Default: the
+            ([`capture_covers`][]). Default: the
             first request's.
         admit: Called at each step boundary with the number of sequences decoding and the
             most positions a joining request may fill (its ``longest``; ``None``: any);
@@ -136,7 +136,7 @@ def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
     Shared prompts need the loop's own cache (no sliding-window or hybrid layers) and an
     attention module per layer that calls transformers' ``AttentionInterface``, knows
     its layer's cache index (``layer_idx``) and attends over the states it caches (not
-    multi-head latent attention: ``attends_its_cache``);
+    multi-head latent attention: [`attends_its_cache`][]);
     ``None`` otherwise.
     """
     if not plain_model_cache(model):
@@ -209,7 +209,7 @@ class _BatchLoop:
         Each prompt's longest stored prefix (with a prefix cache) is taken from the cache
         and only the tokens after it are computed. Requests whose numbers of tokens to
         compute differ widely are prefilled in separate forward passes
-        (``prefill_groups``) so a short one is not padded to a long one; on a cache
+        ([`prefill_groups`][]) so a short one is not padded to a long one; on a cache
         whose rows cannot be joined they all go in one.
         """
         requests = list(range(first, len(self.decoders)))
@@ -460,7 +460,7 @@ class _BatchLoop:
         Requests sampling with the same temperature, top-k and top-p (SeaKR's calls, for
         one) get their distributions from one pass over all their rows instead of one
         small pass each, and their samples draw in one
-        ``draw_rows`` (each row with its own
+        [`draw_rows`][] (each row with its own
         generator, so each token is the one it draws alone); a request alone in its kind
         computes and draws its own.
 
@@ -538,7 +538,7 @@ class _BatchLoop:
         """Feed one token per row and keep the new logits and captures.
 
         While rows read shared prompts, every layer is routed through
-        ``shared_prompt_attention``, which
+        [`shared_prompt_attention`][], which
         reads the step's mask from the prompts (the model builds none).
         """
         self.positions = [p + 1 for p in self.positions]

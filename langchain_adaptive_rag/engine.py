@@ -1,10 +1,10 @@
 """One decoding engine per model: concurrent calls join one batched decoding loop.
 
-Calls to ``ChatTransformers`` arriving from several threads or async tasks (graph
+Calls to [`ChatTransformers`][] arriving from several threads or async tasks (graph
 ``batch``/``abatch``, ``adaptive-rag eval --concurrency N``, an app serving several users)
 are queued; a worker thread takes every queued request that captures the same signals
 (up to ``max_batch_rows`` sequences), decodes them together with
-``decode_together`` (left-padded prompts, one
+[`decode_together`][] (left-padded prompts, one
 KV-cache row per sample) and hands each caller its own token events as they are released,
 in its own thread. A request that arrives while a batch runs waits for the next one.
 
@@ -170,12 +170,12 @@ class DecodeEngine:
             others to arrive before it starts a batch.
         linger_seconds: How long the model's thread waits for work before it ends;
             ``math.inf``: it ends only with ``close`` or once the engine is dropped.
-            Default (``None``): ``CPU_LINGER_SECONDS`` for a model on the CPU, for
+            Default (``None``): [`CPU_LINGER_SECONDS`][] for a model on the CPU, for
             ever for one on an accelerator, whose per-thread state (torch's cuDNN
             attention plans, one per key length) a new thread would build again.
         prefix_cache: Stored prompt prefixes the loops' prefills start from.
         share_prompts: Let a call's samples read one copy of its prompt (see
-            ``decode_together``).
+            [`decode_together`][]).
     """
 
     def __init__(
@@ -400,7 +400,7 @@ class DecodeEngine:
         Every forward pass of the model runs on this thread: torch's intra-op threads
         (OpenMP) run 2-3x slower once two live threads have used them, so the callers'
         threads never run the model. The thread ends after ``linger`` seconds idle;
-        one that lingers for ever waits in turns of ``IDLE_CHECK_SECONDS``, between
+        one that lingers for ever waits in turns of [`IDLE_CHECK_SECONDS`][], between
         which it holds no reference to the engine (see ``_serve``).
 
         Returns:

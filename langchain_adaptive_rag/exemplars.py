@@ -362,12 +362,12 @@ def dataset_prompts(
     Args:
         dataset: The benchmark.
         exemplars: Demonstrations to use instead of the built-in ones (for example the
-            papers' own, read with ``load_exemplars``).
+            papers' own, read with [`load_exemplars`][]).
         num_exemplars: Keep only the first ``n`` demonstrations (default: all).
 
     Returns:
-        The prompt templates: the benchmark's demonstrations, question instruction and
-        answer kind (``yes_no`` for StrategyQA, ``span`` otherwise).
+        The prompt templates (the benchmark's demonstrations, question instruction and
+        answer kind, ``yes_no`` for StrategyQA and ``span`` otherwise).
 
     Raises:
         AdaptiveRAGError: The benchmark is unknown or ``num_exemplars`` is negative.

@@ -1,9 +1,9 @@
 """Token-by-token decoding that records what the adaptive methods need.
 
-A ``TraceDecoder`` is one request: a prompt, its samples and what to capture
-(``DecodingOptions``, ``CaptureOptions``). It decodes in a KV-cache loop of its
+A [`TraceDecoder`][] is one request: a prompt, its samples and what to capture
+([`DecodingOptions`][], [`CaptureOptions`][]). It decodes in a KV-cache loop of its
 own over a HuggingFace causal LM (``decoding_loop``), alone
-or batched with other requests, and gives a ``GenerationTrace`` per sample. The
+or batched with other requests, and gives a [`GenerationTrace`][] per sample. The
 loop's forward hooks read the attention row of each fed position and the hidden state
 at the final position on a single decoder layer (``capture``).
 Each sample of a batch has its own seeded generator, so sample ``i`` of an ``n``-sample
@@ -130,7 +130,7 @@ class CaptureOptions:
     """Which internal signals to read while decoding, beyond logprobs and entropies."""
 
     logprobs: bool = False
-    """The caller reads the generated tokens' log-probabilities. ``ChatTransformers``
+    """The caller reads the generated tokens' log-probabilities. [`ChatTransformers`][]
     always records them; a served model must return them (``logprobs=True``) or fail."""
     attention: bool = False
     """Record each generated token's head-averaged attention row (any kernel)."""
@@ -290,9 +290,9 @@ class _Sample:
 class TraceDecoder:
     """Decode ``n`` samples of one prompt and record their signals.
 
-    Iterating yields a ``TokenEvent`` per generated token, in order per sample;
+    Iterating yields a [`TokenEvent`][] per generated token, in order per sample;
     a token is released once no stop string can still start in its text. After the
-    iteration, ``traces`` holds one ``GenerationTrace`` per sample.
+    iteration, ``traces`` holds one [`GenerationTrace`][] per sample.
     """
 
     def __init__(

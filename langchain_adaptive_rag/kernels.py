@@ -9,8 +9,8 @@ as well, so it keeps building plans. Measured with ``benchmarks/real_scale_concu
 cuDNN's attention allowed, 0.30 questions a second alone and 0.77 at concurrency 8;
 with it off, 0.46 and 3.40.
 
-The library changes no torch setting. ``ChatTransformers``
-logs ``cudnn_advice`` once when ``cudnn_attention_may_run`` holds for its model,
+The library changes no torch setting. [`ChatTransformers`][]
+logs [`cudnn_advice`][] once when [`cudnn_attention_may_run`][] holds for its model,
 and the command line, which owns its process, turns cuDNN's attention off for
 ``--device cuda`` unless it is given ``--cudnn-attention``.
 """

@@ -3,11 +3,11 @@
 transformers' ``DynamicLayer`` appends by concatenation: every decoding step copies the
 whole cache of every layer, which for a batch of many rows over long prompts costs as
 much as the step's own computation (measured on the toy model, 72 rows over 300 tokens:
-57 ms a step, 27 ms without the copy). A ``RoomyLayer`` keeps its keys and values
-in a buffer with room for up to ``ROOM`` more tokens and writes each step into that
+57 ms a step, 27 ms without the copy). A [`RoomyLayer`][] keeps its keys and values
+in a buffer with room for up to [`ROOM`][] more tokens and writes each step into that
 room; the layer's ``keys`` and ``values`` are views of the filled part, so everything
 that reads a ``DynamicLayer`` reads it unchanged. A buffer's width is the next multiple
-of ``ROOM`` above its filled columns (``buffer_width``), so views of one end column
+of [`ROOM`][] above its filled columns ([`buffer_width`][]), so views of one end column
 have one set of strides, as concatenated states do. Whoever replaces ``keys`` or
 ``values`` (a join of two caches, a trim) leaves the buffer; the next append copies them
 into a new one.
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 ROOM = 64
-"""Buffers are made ``ROOM`` columns at a time (see ``buffer_width``)."""
+"""Buffers are made [`ROOM`][] columns at a time (see [`buffer_width`][])."""
 
 
 def buffer_width(filled: int) -> int:
@@ -59,7 +59,7 @@ def buffer_width(filled: int) -> int:
         filled: The buffer's last used column plus one.
 
     Returns:
-        The smallest multiple of ``ROOM`` above ``filled``.
+        The smallest multiple of [`ROOM`][] above ``filled``.
     """
     return ROOM * (filled // ROOM + 1)
 
@@ -164,7 +164,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
             rows: Rows of the new buffers (at least ``r``).
             left: Columns of room before the states.
             right: Columns after them that must be free (the states about to be
-                appended); the width is ``buffer_width`` of all three.
+                appended); the width is [`buffer_width`][] of all three.
         """
         held, length = keys.shape[0], keys.shape[-2]
         width = buffer_width(left + length + right)
@@ -345,7 +345,7 @@ class RoomyLayer(DynamicLayer):  # type: ignore[misc]
 
 
 class RoomyCache(DynamicCache):  # type: ignore[misc]
-    """A ``DynamicCache`` of ``RoomyLayer`` layers, created as a model fills them."""
+    """A ``DynamicCache`` of [`RoomyLayer`][] layers, created as a model fills them."""
 
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=RoomyLayer)
@@ -398,7 +398,7 @@ def _increasing(rows: Sequence[int]) -> bool:
 
 
 def is_roomy(cache: Any) -> bool:
-    """Whether every layer of ``cache`` is a ``RoomyLayer``.
+    """Whether every layer of ``cache`` is a [`RoomyLayer`][].
 
     Only such a cache (the decoding loop's own) has rows that can be joined, trimmed and
     stored as prompt prefixes; a sliding-window or hybrid cache the model built is not.
@@ -438,17 +438,17 @@ def roomy_limit(model: PreTrainedModel) -> int | None:
     model's mask. Other kinds of layers (chunked, quantized) never.
 
     Returns:
-        ``None``: any number (plain layers only); else the smallest window, or 0.
+        The smallest window, or 0; ``None`` means any number (plain layers only).
     """
     return _own_cache(model)[0]
 
 
 _OWN_CACHES: weakref.WeakKeyDictionary[Any, tuple[int | None, bool]] = weakref.WeakKeyDictionary()
-"""Each model's ``roomy_limit`` and ``holds_keys`` (its config's layers decide)."""
+"""Each model's ``roomy_limit`` and [`holds_keys`][] (its config's layers decide)."""
 
 
 def _own_cache(model: PreTrainedModel) -> tuple[int | None, bool]:
-    """``roomy_limit`` and ``holds_keys`` of ``model``, read once per model.
+    """``roomy_limit`` and [`holds_keys`][] of ``model``, read once per model.
 
     Building the cache a config calls for takes about 0.6 ms for 32 layers, and every
     decoding loop asks: the answers are kept (for a model that can be weakly referenced).

@@ -218,7 +218,7 @@ def make_retrieve_node(
     A retrieval that finally fails is recorded in the event's note and counted in
     ``counts["retrieval_errors"]``; the run goes on without documents, and once
     ``max_failed_retrievals`` of its retrievals have failed, its later ones are not
-    attempted (see ``RetrieverOptions``).
+    attempted (see [`RetrieverOptions`][]).
     """
     settings = options or RetrieverOptions()
     passes_k = _takes_k(ctx.retriever)

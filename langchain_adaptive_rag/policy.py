@@ -1,6 +1,6 @@
 """The contract between a method and the shared graph builder.
 
-A method is a ``Policy``: what to draft, whether the draft needs retrieval, which
+A method is a [`Policy`][]: what to draft, whether the draft needs retrieval, which
 query to send, how to re-rank, how to continue with documents and how to finalize. The
 builder wires the same seven nodes for every method; the policy fills them in.
 """
@@ -58,7 +58,7 @@ documents, draft again, or finalize."""
 
 
 class TraceModel(Protocol):
-    """What the graphs need from a model (``ChatTransformers`` or a test double)."""
+    """What the graphs need from a model ([`ChatTransformers`][] or a test double)."""
 
     @property
     def decoding(self) -> DecodingOptions:
@@ -93,9 +93,9 @@ class TraceModel(Protocol):
 
 
 GraphModel: TypeAlias = "TraceModel | BaseLanguageModel[Any]"
-"""What a graph takes as its model: ``ChatTransformers`` (or another
-``TraceModel``), or any LangChain chat model or LLM, run as a
-``ServedModel``."""
+"""What a graph takes as its model: [`ChatTransformers`][] (or another
+[`TraceModel`][]), or any LangChain chat model or LLM, run as a
+[`ServedModel`][]."""
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def retrieval_decision(
     trigger_words: Sequence[str] = (),
     note: str = "",
 ) -> RetrievalDecision:
-    """The record of one ``score_need`` decision (see ``RetrievalDecision``).
+    """The record of one ``score_need`` decision (see [`RetrievalDecision`][]).
 
     Args:
         step: The generation round deciding (the ``step`` its update sets).

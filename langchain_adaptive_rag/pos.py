@@ -3,7 +3,7 @@
 The DRAGIN code keeps a word when it contains (as a substring) a token that spaCy's
 ``en_core_web_sm`` tags NOUN, ADJ, VERB, PROPN or NUM. That model is a separate download;
 when it is not installed the stop-word test of
-``is_content_word`` stands in for it.
+[`is_content_word`][] stands in for it.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def load_sentence_splitter(model: str | None) -> SentenceSplitter:
         model: A spaCy pipeline package name, or ``None`` for the sentencizer.
 
     Returns:
-        The splitter: text in, its non-empty stripped sentences out.
+        The splitter (text in, its non-empty stripped sentences out).
     """
     nlp = _pipeline(model) or _sentencizer()
 
@@ -104,7 +104,7 @@ def content_flags(words: Sequence[str], context: str, tagger: PosTagger | None) 
     """Which words are content words.
 
     With a tagger (the DRAGIN code): the tokens of ``context`` tagged with a
-    ``CONTENT_TAGS`` part of speech are the real words, and a word counts when any of
+    [`CONTENT_TAGS`][] part of speech are the real words, and a word counts when any of
     them occurs in it as a substring. Without one: the stop-word test on each word.
 
     Args:

@@ -3,7 +3,7 @@
 The adaptive methods send most of a prompt again on every call: the few-shot exemplars of
 the DRAGIN-format prompts (hundreds to thousands of tokens) open every prompt of every
 question, and a continuation after a retrieval that returned the same documents repeats
-the whole previous prompt. A ``PrefixCache`` keeps the per-layer keys and values of
+the whole previous prompt. A [`PrefixCache`][] keeps the per-layer keys and values of
 recently prefilled prompts within a memory budget (least recently used out first); the
 decoding loop starts a new prompt's prefill from the longest stored prefix it shares and
 computes only the tokens after it.
@@ -130,7 +130,7 @@ class PrefixCache:
             device: The model's device.
 
         Returns:
-            ``(tokens, entry)``: how many leading tokens to take from ``entry``, or
+            How many leading tokens to take from which entry, as ``(tokens, entry)``, or
             ``(0, None)`` when no stored prefix of at least ``min_tokens`` fits.
         """
         prompt = np.asarray(ids, dtype=np.int64)

@@ -89,7 +89,7 @@ class QAPrompts:
     stop: tuple[str, ...] = field(default=("\n",))
     """Stop strings of every generation (the case's answer is one line)."""
     answer_kind: AnswerKind = "span"
-    """How the extracted answer is read (see ``AnswerKind``)."""
+    """How the extracted answer is read (see [`AnswerKind`][])."""
 
     def __post_init__(self) -> None:
         turns = self.history_turns
@@ -147,7 +147,7 @@ def extract_answer(
     Args:
         text: Generated answer text.
         marker: The phrase that introduces the answer.
-        kind: How the answer is read (``read_answer_as``).
+        kind: How the answer is read ([`read_answer_as`][]).
 
     Returns:
         The answer, or ``None`` when no marker is followed by an answer.
@@ -163,7 +163,7 @@ def read_answer_as(answer: str, kind: AnswerKind = "span") -> str:
     """An extracted or forced answer, read as ``kind``.
 
     This is the graph's answer, not scoring: the SQuAD-style normalisation that metrics
-    compare is ``evaluation.metrics.normalize_answer``.
+    compare is [`evaluation.metrics.normalize_answer`][].
 
     Args:
         answer: The answer text.

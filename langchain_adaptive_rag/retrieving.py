@@ -1,7 +1,7 @@
 """How a graph calls its retriever: retries, time limits, and any reasonable output.
 
 The ``retrieve`` node calls any LangChain retriever (or a retriever runnable, such as
-``retriever.with_retry()``) through ``call_retriever``: a transient failure (a
+``retriever.with_retry()``) through [`call_retriever`][]: a transient failure (a
 connection error, a timeout, a server error) is retried with LangGraph's
 ``RetryPolicy``; a call that does not return within ``timeout_seconds`` counts as a
 failed attempt, and the attempts and pauses of one retrieval stop at
@@ -105,7 +105,7 @@ def retry_rule(policy: RetryPolicy) -> Callable[[Exception], bool]:
     """Which failures ``policy`` retries for a retriever.
 
     A policy that keeps LangGraph's default ``retry_on`` (``RetryPolicy(max_attempts=5)``)
-    retries the transient retriever failures of ``is_transient_retriever_error``,
+    retries the transient retriever failures of [`is_transient_retriever_error`][],
     timeouts included (LangGraph's own default does not retry a ``TimeoutError``, an
     ``OSError``); a ``retry_on`` of the user's own (a type, types, or a function) decides
     alone.
@@ -150,7 +150,7 @@ class RetrieverOptions:
     """LangGraph's retry policy for one retrieval: attempts, backoff and which errors are
     retried (default: 3 attempts, 0.5 s then 1 s apart, transient errors only). A policy
     with LangGraph's default ``retry_on`` retries the transient retriever errors
-    (connection errors, timeouts, HTTP 5xx; see ``retry_rule``); a ``retry_on`` of your
+    (connection errors, timeouts, HTTP 5xx; see [`retry_rule`][]); a ``retry_on`` of your
     own decides alone. ``RetryPolicy(max_attempts=1)`` never retries."""
     timeout_seconds: float | None = 30.0
     """A call that has not returned by then counts as a failed (transient) attempt; the
@@ -279,7 +279,7 @@ class AbandonedCalls:
 
     A call cannot be stopped once started; when its attempt times out it goes on in its
     thread and counts here until it returns. Past ``limit`` of them, an attempt fails
-    at once (a ``RetrieverTimeoutError``) instead of starting one more thread.
+    at once (a [`RetrieverTimeoutError`][]) instead of starting one more thread.
     """
 
     def __init__(self, limit: int) -> None:

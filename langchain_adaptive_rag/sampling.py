@@ -1,7 +1,7 @@
 """Next-token distributions and seeded draws.
 
 Every sample draws with its own generator, and rows drawn together draw what each would
-draw alone: ``draw_tokens`` draws what ``torch.multinomial`` draws for one token,
+draw alone: [`draw_tokens`][] draws what ``torch.multinomial`` draws for one token,
 with one division, one argmax and one read-back for all the rows.
 """
 
@@ -87,7 +87,7 @@ class Distribution:
     def draw(
         self, positions: list[int], generators: Sequence[torch.Generator]
     ) -> tuple[list[int], list[bool], list[float]]:
-        """Draw rows ``positions``, each with its generator (see ``draw_rows``).
+        """Draw rows ``positions``, each with its generator (see [`draw_rows`][]).
 
         Returns:
             Each row's token, whether it could draw, and the token's logprob under
@@ -240,7 +240,7 @@ def draw_rows(
     generators: Sequence[torch.Generator],
     logp: torch.Tensor | None = None,
 ) -> tuple[list[int], list[bool], list[float]]:
-    """Each row's drawn token (see ``draw_tokens``) and whether the row could draw.
+    """Each row's drawn token (see [`draw_tokens`][]) and whether the row could draw.
 
     With ``logp`` (rows like ``probs``), also each drawn token's log-probability under it;
     tokens, flags and log-probabilities come back in one read-back.

@@ -6,10 +6,10 @@ only in what each has generated. Held as ``n`` copies, the prompt is read ``n`` 
 every step: on a batch of several such calls, attention is then bound by reading memory
 (toy model, 8 calls of 9 rows over 300 tokens: 17 ms a step against 5 ms for one call).
 
-``SharedPrompts`` holds each call's prompt once (one row per call, left-padded to
+[`SharedPrompts`][] holds each call's prompt once (one row per call, left-padded to
 one length) while the decoding loop's own cache holds only each row's generated tokens.
 During a decoding step every attention layer is routed through
-``shared_prompt_attention``, which scores each row's query against its call's prompt
+[`shared_prompt_attention`][], which scores each row's query against its call's prompt
 (one matrix product per call and head, over all of the call's rows) and against the row's
 own tokens, takes one softmax over both, and sums both parts' values: the attention over
 the prompt followed by the row's tokens, computed without copying the prompt. Rows of
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 SHARED_IMPLEMENTATION = "langchain_adaptive_rag_shared_prompt"
-"""Name under which ``shared_prompt_attention`` is registered in transformers'
+"""Name under which [`shared_prompt_attention`][] is registered in transformers'
 ``AttentionInterface`` (an added entry: no existing implementation is changed)."""
 
 
@@ -207,7 +207,7 @@ class SharedPrompts:
 
     @contextmanager
     def routed(self, modules: Sequence[nn.Module]) -> Iterator[None]:
-        """Route every attention module through ``shared_prompt_attention`` meanwhile.
+        """Route every attention module through [`shared_prompt_attention`][] meanwhile.
 
         Each module gets a shallow copy of its config naming the shared function (made
         once per module) and a reference to these prompts; both are removed on exit.
@@ -325,7 +325,7 @@ def shared_prompt_attention(
 
 
 PROBE_IMPLEMENTATION = "langchain_adaptive_rag_cache_probe"
-"""Name under which the probe of ``attends_its_cache`` is registered in transformers'
+"""Name under which the probe of [`attends_its_cache`][] is registered in transformers'
 ``AttentionInterface`` (an added entry, run only by a module routed to it)."""
 
 _ATTENDS_ITS_CACHE: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()

@@ -99,8 +99,8 @@ def top_k_entropy(
             them (a sampled token); ignored when it is one of them.
 
     Returns:
-        ``(estimate, m)``: the lower bound and the probability mass outside the known
-        entries.
+        The lower bound and the probability mass outside the known entries, as
+        ``(estimate, m)``.
     """
     top = np.exp(np.asarray(top_logprobs, dtype=np.float64))
     known = list(top)
@@ -199,7 +199,7 @@ def aggregate_words(
 
     Args:
         values: Shape ``(T,)``, one value per token.
-        words: Words over those tokens (see ``merge_tokens_into_words``).
+        words: Words over those tokens (see [`merge_tokens_into_words`][]).
         how: How a word's token values combine.
 
     Returns:
@@ -371,7 +371,7 @@ def reference_masked_query(
 
     Args:
         sentence: The uncertain sentence, stripped.
-        tokens: Its window's tokens (see ``reference_flare_windows``).
+        tokens: Its window's tokens (see [`reference_flare_windows`][]).
         probs: Their probabilities.
         theta: The trigger threshold, also the mask threshold.
 
@@ -478,7 +478,7 @@ def reference_sentence_spans(
 
     Args:
         sentences: The draft's sentences, stripped (spaCy's, in the DRAGIN code).
-        words: The draft's word texts (``merge_tokens_into_words``).
+        words: The draft's word texts ([`merge_tokens_into_words`][]).
 
     Returns:
         One ``(start, end)`` word range per sentence (possibly empty).
@@ -619,14 +619,14 @@ def gram_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
     ``U = (1/k) logdet(Z J_d Z^T + alpha I_k)`` where ``Z`` is ``(k, d)`` and
     ``J_d = I - 11^T/d`` centres each vector over its ``d`` features; computed in float64
     with ``slogdet``. Higher means less consistent samples, i.e. more uncertain. (SeaKR's
-    code computes it in float32: see ``graphs.seakr.reference_uncertainty``.)
+    code computes it in float32: see [`graphs.seakr.reference_uncertainty`][].)
 
     Args:
         states: Shape ``(k, d)``, one row per sample (empty samples already dropped).
         alpha: The ridge ``alpha`` that keeps the Gram matrix invertible.
 
     Returns:
-        ``U`` (``+inf`` for no samples: treated as uncertain).
+        ``U``, or ``+inf`` for no samples (treated as uncertain).
     """
     z = np.asarray(states, dtype=np.float64)
     if z.ndim != 2:
@@ -648,7 +648,7 @@ def perplexity(logprobs: Sequence[float] | np.ndarray) -> float:
 
 
 def multi_sample_perplexity(samples: Sequence[Sequence[float] | np.ndarray]) -> float:
-    """Mean ``perplexity`` over sampled sequences (empty samples skipped)."""
+    """Mean [`perplexity`][] over sampled sequences (empty samples skipped)."""
     values = [perplexity(s) for s in samples if len(s)]
     return float(np.mean(values)) if values else math.inf
 

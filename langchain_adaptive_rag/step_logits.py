@@ -2,7 +2,7 @@
 
 On an accelerator each read back to the host waits for the device, so a step's
 entropies, log-sum-exps, greedy tokens and their logprobs travel back with what the
-forward pass captured in one float32 buffer (``read_back``).
+forward pass captured in one float32 buffer ([`read_back`][]).
 """
 
 from __future__ import annotations

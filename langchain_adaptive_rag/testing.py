@@ -1,6 +1,6 @@
 """Small local models and test doubles that users and tests can import.
 
-Nothing here downloads anything: ``create_tiny_model`` trains a byte-level BPE
+Nothing here downloads anything: [`create_tiny_model`][] trains a byte-level BPE
 tokenizer on a few sentences and saves a randomly initialised causal LM next to it, in
 the same layout as a model from the HuggingFace hub.
 """
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 TinyArchitecture = Literal["llama", "qwen2", "gpt2", "mistral", "gemma", "deepseek_v3"]
-"""Architectures ``create_tiny_model`` can build (``mistral`` with a 16-token sliding
+"""Architectures [`create_tiny_model`][] can build (``mistral`` with a 16-token sliding
 window, ``gemma`` with its scaled embeddings and GeGLU MLP)."""
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>")
@@ -223,7 +223,7 @@ def create_tiny_model(
 
 @dataclass(frozen=True)
 class ScriptedResponse:
-    """What a ``FakeTraceModel`` generates for one call, with chosen signals.
+    """What a [`FakeTraceModel`][] generates for one call, with chosen signals.
 
     ``tokens`` default to the text's words, each with its leading whitespace; the
     per-token lists default to certainty (logprob 0, entropy 0).
@@ -251,7 +251,7 @@ class ScriptedResponse:
 
 
 class FakeTraceModel:
-    """A scripted stand-in for ``ChatTransformers`` in graphs.
+    """A scripted stand-in for [`ChatTransformers`][] in graphs.
 
     Each ``generate_trace`` call returns the next scripted response, cut to
     ``max_new_tokens`` tokens and at the first stop string, and records its prompt, so a

@@ -103,7 +103,7 @@ def next_piece(tokenizer: object, ids: Sequence[int], text: str) -> str:
 
 
 def decoded_piece(decode: Callable[[list[int]], str], ids: Sequence[int], text: str) -> str:
-    """``next_piece`` with the tokenizer's decoding function (``text_decoder``)."""
+    """[`next_piece`][] with the tokenizer's decoding function ([`text_decoder`][])."""
     decoded = decode(list(ids))
     if decoded.endswith("\ufffd"):
         return ""
@@ -113,7 +113,7 @@ def decoded_piece(decode: Callable[[list[int]], str], ids: Sequence[int], text: 
 
 
 def token_pieces(tokenizer: object, ids: Sequence[int]) -> list[str]:
-    """Decoded text piece of each token of ``ids`` (see ``next_piece``)."""
+    """Decoded text piece of each token of ``ids`` (see [`next_piece`][])."""
     decode = text_decoder(tokenizer)
     pieces: list[str] = []
     text = ""

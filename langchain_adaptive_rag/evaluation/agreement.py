@@ -174,12 +174,12 @@ def compare_records(
     """Compare two runs' result records, question by question (see the module's rules).
 
     Args:
-        first: One run's records (``read_results``), one per question id.
+        first: One run's records ([`read_results`][]), one per question id.
         second: The other run's.
         tolerance: How far floats may differ and still count as equal to rounding.
 
     Returns:
-        The agreement: questions compared, ids in one run only, differences, rounding.
+        The agreement (questions compared, ids in one run only, differences, rounding).
 
     Raises:
         AdaptiveRAGError: ``tolerance`` is negative or not a finite number.
@@ -226,8 +226,8 @@ def compare_results(
         tolerance: How far floats may differ and still count as equal to rounding.
 
     Returns:
-        The agreement (``agree``: the same results in the sense of this module;
-        ``bit_identical``: to the bit as well).
+        The agreement; ``agree`` means the same results in the sense of this module,
+        ``bit_identical`` the same to the bit as well.
 
     Raises:
         AdaptiveRAGError: A directory is not a run directory, or holds results of other

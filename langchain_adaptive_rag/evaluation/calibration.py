@@ -2,9 +2,9 @@
 
 The thresholds of FLARE (``theta``: token probability), DRAGIN (``theta``: RIND score)
 and SeaKR (``delta``: Gram log-determinant uncertainty) were tuned for the papers' models;
-on another model their scale moves. ``calibrate_threshold`` runs the method once per
+on another model their scale moves. [`calibrate_threshold`][] runs the method once per
 candidate value (each value is its own run directory, so a stopped sweep resumes) and
-``choose_threshold`` picks one:
+[`choose_threshold`][] picks one:
 
 - ``rule="best_f1"`` (default): the highest mean F1; ties go to fewer retrievals per
   question, then to the higher EM, then to the value given first;
@@ -67,7 +67,7 @@ CALIBRATION_CSV = "calibration.csv"
 """The same table as CSV."""
 
 CalibrationRule = Literal["best_f1", "best_em"]
-"""How ``choose_threshold`` ranks the sweep's values (see the module docstring)."""
+"""How [`choose_threshold`][] ranks the sweep's values (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def calibrate_threshold(
     Args:
         method: ``"flare"`` or ``"dragin"`` (``theta``) or ``"seakr"`` (``delta``).
         examples: The dev questions (keep them apart from the test questions).
-        model: ``ChatTransformers`` (or any object with its ``generate_trace``).
+        model: [`ChatTransformers`][] (or any object with its ``generate_trace``).
         retriever: Any LangChain retriever.
         values: Candidate thresholds, in the order to try (duplicates are run once).
         out_dir: The sweep directory; each value runs in ``out_dir/<field>=<value>``
@@ -135,7 +135,7 @@ def calibrate_threshold(
             field is replaced by each value.
         prompts: Prompt templates.
         settings: The other settings to record in each run (dataset, files, model).
-        concurrency: See ``run_evaluation``.
+        concurrency: See [`run_evaluation`][].
         progress: Show a progress bar per value.
 
     Returns:
@@ -248,15 +248,15 @@ def _point(value: float, row: SummaryRow, run_dir: Path) -> CalibrationPoint:
 def calibration_rows(
     points: Sequence[CalibrationPoint], name: str = "threshold"
 ) -> list[SummaryRow]:
-    """The sweep as table rows (for ``format_table``).
+    """The sweep as table rows (for [`format_table`][]).
 
     Args:
         points: The sweep's points.
         name: The threshold column's name (``theta``, ``delta``).
 
     Returns:
-        One row per point: the threshold, ``em``, ``f1``, ``retrievals_per_q``, ``n``,
-        ``errors``.
+        One row per point (the threshold, ``em``, ``f1``, ``retrievals_per_q``, ``n``,
+        ``errors``).
     """
     return [
         {
@@ -280,7 +280,7 @@ def choose_threshold(
     """Pick a threshold from a sweep.
 
     Args:
-        points: The sweep (``calibrate_threshold``).
+        points: The sweep ([`calibrate_threshold`][]).
         rule: ``best_f1``: the highest F1; ties go to fewer retrievals per question, then
             the higher EM, then the earlier point. ``best_em``: the highest EM; ties go to
             the higher F1, then fewer retrievals, then the earlier point.

@@ -1,6 +1,6 @@
 """The ``eval``, ``compare`` and ``calibrate`` commands of ``adaptive-rag``.
 
-``add_eval_commands`` adds them to an ``argparse`` sub-command set; each sets
+[`add_eval_commands`][] adds them to an ``argparse`` sub-command set; each sets
 ``handler`` on the parsed namespace, so the main program runs ``args.handler(args)``::
 
     parser = argparse.ArgumentParser(prog="adaptive-rag")

@@ -1,6 +1,6 @@
 """The arguments of ``adaptive-rag eval``, ``compare`` and ``calibrate``: light to import.
 
-``add_eval_commands`` adds the three commands to an ``argparse`` sub-command set; each
+[`add_eval_commands`][] adds the three commands to an ``argparse`` sub-command set; each
 sets ``handler``, which loads ``langchain_adaptive_rag.evaluation.cli`` (and the model
 stack) only when the command runs, so ``--help`` and argument errors answer at once.
 """

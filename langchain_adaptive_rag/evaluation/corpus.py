@@ -257,7 +257,7 @@ def iter_qrels(path: PathLike) -> Iterator[Qrel]:
         path: The file.
 
     Yields:
-        One ``Qrel`` per line.
+        One [`Qrel`][] per line.
 
     Raises:
         DatasetFormatError: A line is not JSON or lacks one of the three fields.

@@ -208,7 +208,7 @@ def strategyqa_accuracy(prediction: str, gold: bool | str) -> float:
     """StrategyQA accuracy of one generated answer.
 
     Args:
-        prediction: The generated text (see ``parse_yes_no``).
+        prediction: The generated text (see [`parse_yes_no`][]).
         gold: The boolean answer, or ``"yes"``/``"no"``.
 
     Returns:
@@ -248,14 +248,14 @@ def score_answer(prediction: str, golds: str | Sequence[str]) -> dict[str, float
 
 
 def score_example(prediction: str, example: Example) -> dict[str, float]:
-    """The metrics of one prediction for a loaded ``Example``.
+    """The metrics of one prediction for a loaded [`Example`][].
 
     Args:
         prediction: The predicted answer.
         example: The question with its golds.
 
     Returns:
-        ``score_answer``'s keys; for StrategyQA also ``"accuracy"`` (yes/no parsed from
+        [`score_answer`][]'s keys; for StrategyQA also ``"accuracy"`` (yes/no parsed from
         the prediction), with EM/F1 computed against ``"yes"``/``"no"``.
     """
     scores = score_answer(prediction, example.answers)
@@ -322,15 +322,16 @@ def mean_scores(
     """Average per-question records key by key.
 
     Args:
-        records: One mapping per question, e.g. ``score_answer`` results merged with
+        records: One mapping per question, e.g. [`score_answer`][] results merged with
             counts (``{"em": 1.0, "f1": 0.5, "retrievals": 2, "id": "q1"}``). Booleans count
             as 0/1.
         keys: The keys to average. By default every key whose values are all numbers (or
             ``None``); others, such as ids, are left out.
 
     Returns:
-        ``{key: mean}`` over the records where the key's value is a number; ``None`` values
-        and absent keys are skipped, so a key seen in no record is left out.
+        The mean of each key over the records where its value is a number, as
+        ``{key: mean}``; ``None`` values and absent keys are skipped, so a key seen in no
+        record is left out.
 
     Raises:
         AdaptiveRAGError: There are no records, or a requested key holds a non-number.

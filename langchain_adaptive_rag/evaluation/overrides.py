@@ -38,10 +38,10 @@ def config_class_for(method: str) -> type[GenerationConfig]:
     """The config class a method's graph takes.
 
     Args:
-        method: One of ``AVAILABLE_METHODS``.
+        method: One of [`AVAILABLE_METHODS`][].
 
     Returns:
-        ``DRAGINConfig`` for ``"dragin"``, ``GenerationConfig`` for ``"no_retrieval"``, ...
+        [`DRAGINConfig`][] for ``"dragin"``, [`GenerationConfig`][] for ``"no_retrieval"``, ...
 
     Raises:
         AdaptiveRAGError: The method is unknown.
@@ -56,7 +56,7 @@ def config_to_dict(config: GenerationConfig) -> dict[str, object]:
         config: Any method config.
 
     Returns:
-        ``{field: value}`` in field order.
+        The values by field name, in field order.
     """
     result: dict[str, object] = json.loads(json.dumps(dataclasses.asdict(config)))
     return result
@@ -188,7 +188,7 @@ def parse_config_overrides(
     Args:
         overrides: ``["theta=1.2", "query_top_n=35", "attention_mode=inline"]`` or the
             same as a mapping ``{"theta": "1.2", ...}``.
-        config_class: The method's config dataclass (see ``config_class_for``).
+        config_class: The method's config dataclass (see [`config_class_for`][]).
         base: The config to start from (default: ``config_class()``).
 
     Returns:

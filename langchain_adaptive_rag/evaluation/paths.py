@@ -1,7 +1,7 @@
 """Checks of input and output paths, made before any slow work (loading data or a model).
 
 Each check changes nothing on disk and raises
-``AdaptiveRAGError`` saying what was received, what
+[`AdaptiveRAGError`][] saying what was received, what
 was expected and the fix, naming the command-line option the path came from.
 """
 

@@ -10,7 +10,7 @@
   events), ``needs_retrieval`` (RetrievalQA's label, when known) and ``error`` (``null``,
   or ``{type, message, traceback}`` for a question that failed; its prediction, metrics
   and counts are then ``null``), and ``run``: the fingerprint of the settings that made
-  it (``settings_fingerprint``, also in ``run.json``).
+  it ([`settings_fingerprint`][], also in ``run.json``).
 
 A last line cut short by a crash is tolerated: readers skip it and a resumed run drops it
 and answers its question again. A broken line before the last is an error.
@@ -21,7 +21,7 @@ disk, then renamed over the old one), and rewritten only when a resumed run chan
 that is nevertheless empty or cut short (written by an older release, or damaged) is
 treated as absent: a resumed run rewrites it from its own settings and keeps the results
 whose fingerprint is its own. A result line with another fingerprint (from other
-settings) is never mixed in: resuming refuses the directory, and ``read_run``
+settings) is never mixed in: resuming refuses the directory, and [`read_run`][]
 refuses to summarise it.
 """
 
@@ -111,9 +111,9 @@ class RunSettings:
     model: str | None = None
     """The model's hub id or directory."""
     config: Mapping[str, object] = field(default_factory=dict)
-    """The method config's values (see ``config_to_dict``)."""
+    """The method config's values (see [`config_to_dict`][])."""
     prompts: str | None = None
-    """The prompt set (``dataset_prompts`` name, or ``None`` for the package default)."""
+    """The prompt set ([`dataset_prompts`][] name, or ``None`` for the package default)."""
     limit: int | None = None
     """How many questions were asked for (``None``: all)."""
 
@@ -124,7 +124,7 @@ class RunSettings:
 
     @property
     def fingerprint(self) -> str:
-        """The settings' ``settings_fingerprint``, stamped on every result line."""
+        """The settings' [`settings_fingerprint`][], stamped on every result line."""
         return settings_fingerprint(self.to_json())
 
 
@@ -421,7 +421,7 @@ def _check_contents(out: Path, settings: RunSettings, resume: bool) -> int:
 def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = True) -> int:
     """Check, without changing anything, that a run with ``settings`` may use ``out_dir``.
 
-    Call it before loading a model to fail early; ``run_evaluation`` checks again
+    Call it before loading a model to fail early; [`run_evaluation`][] checks again
     with the directory's lock held. A ``run.json`` that is empty or cut short (a crash
     while an older release wrote it) counts as absent: the run will rewrite it.
 
@@ -450,7 +450,7 @@ def check_run_dir(out_dir: PathLike, settings: RunSettings, *, resume: bool = Tr
 
 
 class RunStart(NamedTuple):
-    """What ``start_run`` found in a run directory."""
+    """What [`start_run`][] found in a run directory."""
 
     records: list[Record]
     """The results already there, in file order."""
@@ -473,7 +473,7 @@ def start_run(out: Path, settings: RunSettings, resume: bool) -> RunStart:
         The records already there and what was repaired.
 
     Raises:
-        AdaptiveRAGError: See ``check_run_dir``.
+        AdaptiveRAGError: See [`check_run_dir`][].
     """
     _check_contents(out, settings, resume)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,9 @@
 """An exclusive lock on a run directory, held for the life of a run.
 
 Two runs writing one ``results.jsonl`` would answer every question twice and interleave
-their lines, so ``run_evaluation`` holds
+their lines, so [`run_evaluation`][] holds
 this lock from before it reads the directory until it returns, and a second run on the
-same directory is refused at once with an ``AdaptiveRAGError``.
+same directory is refused at once with an [`AdaptiveRAGError`][].
 
 How the lock is taken, by platform:
 

@@ -1,6 +1,6 @@
 """Run a method over a QA dataset, one JSON line per question, resumably.
 
-``run_evaluation`` answers every question with a compiled graph and appends its
+[`run_evaluation`][] answers every question with a compiled graph and appends its
 result to ``results.jsonl`` in the run directory as soon as it finishes (see
 ``results`` for the files). Running again with the
 same directory skips the ids already there (a last line cut short by a crash is dropped
@@ -9,7 +9,7 @@ and its question answered again) and refuses to mix results when the settings di
 run; every finished question is kept. A run holds an exclusive lock on its directory
 (``run_lock``) from start to end, so a second run
 on the same directory is refused instead of answering every question again.
-``summarize`` and ``compare_runs`` (from
+[`summarize`][] and [`compare_runs`][] (from
 ``summary``) turn run directories into tables.
 """
 
@@ -97,7 +97,7 @@ class AnswerGraph(Protocol):
 
 @dataclass(frozen=True)
 class RunReport:
-    """How a call of ``run_evaluation`` went."""
+    """How a call of [`run_evaluation`][] went."""
 
     out_dir: Path
     """The run directory."""
@@ -343,7 +343,7 @@ def run_evaluation(
         resume: Continue a directory that already holds results, skipping their ids;
             ``False`` refuses such a directory instead.
         concurrency: Questions answered at once, in threads. Keep 1 for a local
-            ``ChatTransformers`` (it generates one call at a time behind a lock); more
+            [`ChatTransformers`][] (it generates one call at a time behind a lock); more
             helps when the retriever or the model is a remote service.
         progress: Show a progress bar (tqdm, on stderr) with the running EM and F1.
         retry_errors: When resuming, answer again the questions recorded with an error
@@ -358,7 +358,7 @@ def run_evaluation(
     Raises:
         AdaptiveRAGError: Duplicate ids, a bad ``concurrency``, an output path that is a
             file, a run directory another run holds (see
-            ``RunDirLock``) or made with
+            [`RunDirLock`][]) or made with
             other settings, or a broken ``results.jsonl``.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -384,7 +384,7 @@ def _run_locked(
     retry_errors: bool,
     fail_fast: bool,
 ) -> RunReport:
-    """``run_evaluation`` once the directory's lock is held."""
+    """[`run_evaluation`][] once the directory's lock is held."""
     start = start_run(out, settings, resume)
     existing = latest_by_id(start.records)
     wanted = {example.id for example in examples}
@@ -444,23 +444,23 @@ def evaluate_method(
     retry_errors: bool = False,
     fail_fast: bool = False,
 ) -> RunReport:
-    """Build a method's graph and ``run_evaluation`` it.
+    """Build a method's graph and [`run_evaluation`][] it.
 
     Args:
-        model: ``ChatTransformers`` (or any object with its ``generate_trace``).
+        model: [`ChatTransformers`][] (or any object with its ``generate_trace``).
         retriever: Any LangChain retriever.
-        method: One of ``AVAILABLE_METHODS``.
+        method: One of [`AVAILABLE_METHODS`][].
         examples: The questions.
         out_dir: The run directory.
         config: The method's config (default: the config class's defaults).
         prompts: Prompt templates (e.g. ``dataset_prompts("hotpotqa")``).
         settings: The other settings to record (dataset, files, model, prompts name,
             limit); ``method`` and ``config`` are filled in from the arguments.
-        resume: See ``run_evaluation``.
-        concurrency: See ``run_evaluation``.
-        progress: See ``run_evaluation``.
-        retry_errors: See ``run_evaluation``.
-        fail_fast: See ``run_evaluation``.
+        resume: See [`run_evaluation`][].
+        concurrency: See [`run_evaluation`][].
+        progress: See [`run_evaluation`][].
+        retry_errors: See [`run_evaluation`][].
+        fail_fast: See [`run_evaluation`][].
 
     Returns:
         The run report.

@@ -57,7 +57,7 @@ DEFAULT_PROMPTS: dict[str, PromptDataset] = {
     "popqa": "simple_qa",
     "retrievalqa": "simple_qa",
 }
-"""The ``dataset_prompts`` set each dataset uses unless told otherwise (MuSiQue has none:
+"""The [`dataset_prompts`][] set each dataset uses unless told otherwise (MuSiQue has none:
 the package's default demonstrations)."""
 
 _SHORT_FORM = frozenset({"vanilla", "ta_are"})
@@ -140,12 +140,12 @@ def prepare_evaluation(
     Without ``corpus`` the passages of every question of the data file (not only the
     first ``limit``) are pooled, so a larger ``limit`` later retrieves from the same
     corpus and the run can be resumed. The config starts from the method's defaults with
-    the prompt set's answer budget (``DATASET_GENERATE_MAX_LENGTH``; not for the
+    the prompt set's answer budget ([`DATASET_GENERATE_MAX_LENGTH`][]; not for the
     short-form Vanilla/TA-ARE), then ``k``, then ``overrides``.
 
     Args:
         method: The method.
-        dataset: The dataset name (see ``canonical_dataset_name``).
+        dataset: The dataset name (see [`canonical_dataset_name`][]).
         data: The dataset file.
         model: The model's hub id or directory (recorded in the settings only).
         corpus: A passage file (DPR TSV or JSON lines), indexed in memory for this run;
@@ -154,9 +154,9 @@ def prepare_evaluation(
             way to retrieve from DPR's 21M passages.
         aliases: 2WikiMultihopQA ``id_aliases.json``.
         limit: Answer only the first ``limit`` questions.
-        overrides: ``key=value`` config values (see ``parse_config_overrides``).
-        prompts: A ``dataset_prompts`` name, or ``"default"`` for the package's own
-            demonstrations; ``None``: the dataset's own (``DEFAULT_PROMPTS``).
+        overrides: ``key=value`` config values (see [`parse_config_overrides`][]).
+        prompts: A [`dataset_prompts`][] name, or ``"default"`` for the package's own
+            demonstrations; ``None``: the dataset's own ([`DEFAULT_PROMPTS`][]).
         k: Documents per retrieval (``retrieve_topk``).
         threshold_field: For a calibration: the swept field, which ``overrides`` may not
             set.
@@ -306,7 +306,7 @@ def batch_rows(config: GenerationConfig, concurrency: int) -> int:
     """Sequences a loop decodes together so ``concurrency`` questions' calls all fit.
 
     Each question has one model call at a time, of ``config.rows_per_call`` sequences
-    (SeaKR: the greedy step and its ``k`` samples); at least ``MIN_BATCH_ROWS``.
+    (SeaKR: the greedy step and its ``k`` samples); at least [`MIN_BATCH_ROWS`][].
 
     Args:
         config: The method's config.
@@ -336,7 +336,7 @@ def load_chat_model(
 
     Args:
         model: Hub id or local directory.
-        device: Torch device (default: CPU); checked first (see ``check_device``).
+        device: Torch device (default: CPU); checked first (see [`check_device`][]).
         dtype: Weights dtype (default: float32).
         concurrency: Questions answered at once; above 1 their calls decode together in
             one batched loop (``batch_concurrent_calls=True``, also on a CPU).
@@ -344,7 +344,7 @@ def load_chat_model(
         max_new_tokens: The model's default generation budget (default: its own).
         prefix_cache_mib: Memory for recent prompts' keys and values (0: none; see
             ``ChatTransformers.prefix_cache_mib``).
-        max_batch_rows: Most sequences decoded together (see ``batch_rows``: room
+        max_batch_rows: Most sequences decoded together (see [`batch_rows`][]: room
             for every concurrent question's call).
 
     Returns:

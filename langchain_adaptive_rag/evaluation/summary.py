@@ -29,9 +29,9 @@ __all__ = [
 ]
 
 SUMMARY_MD = "summary.md"
-"""Markdown summary written by ``summarize``."""
+"""Markdown summary written by [`summarize`][]."""
 SUMMARY_CSV = "summary.csv"
-"""CSV summary written by ``summarize``."""
+"""CSV summary written by [`summarize`][]."""
 
 SummaryRow: TypeAlias = dict[str, str | int | float | None]
 """One run's summary: column name to value (``None``: not available)."""
@@ -73,7 +73,7 @@ def summarize(out_dir: PathLike, *, write: bool = True) -> SummaryRow:
 
     Raises:
         AdaptiveRAGError: The directory has no ``run.json``, or holds results of other
-            settings than its ``run.json`` (see ``read_run``).
+            settings than its ``run.json`` (see [`read_run`][]).
     """
     out = Path(out_dir)
     run_file = out / RUN_FILE
@@ -132,7 +132,7 @@ def compare_runs(dirs: Sequence[PathLike], *, out: PathLike | None = None) -> li
             otherwise.
 
     Returns:
-        One ``summarize`` row per directory, in the order given.
+        One [`summarize`][] row per directory, in the order given.
 
     Raises:
         AdaptiveRAGError: No directories, or one is not a run directory.
@@ -173,7 +173,7 @@ def format_table(rows: Sequence[SummaryRow], fmt: Literal["markdown", "csv"] = "
     """Render summary rows as a Markdown or CSV table.
 
     Args:
-        rows: Rows from ``summarize`` or ``compare_runs``; columns are the union
+        rows: Rows from [`summarize`][] or [`compare_runs`][]; columns are the union
             of their keys, in first-seen order (a row without a column shows ``-``).
         fmt: ``markdown`` (metrics to 3 decimals, methods by the papers' names: SR-RAG,
             DRAGIN, ...) or ``csv`` (6 significant digits, method ids: ``single_round``).

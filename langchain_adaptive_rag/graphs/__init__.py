@@ -79,17 +79,17 @@ _POLICY_CLASSES: tuple[type[Policy], ...] = (
 _POLICIES: dict[str, type[Policy]] = {policy.name: policy for policy in _POLICY_CLASSES}
 
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)
-"""Methods this version builds (all of ``Method``)."""
+"""Methods this version builds (all of [`Method`][])."""
 
 
 def policy_class(method: str) -> type[Policy]:
     """The policy class of a method.
 
-    It carries the method's facts: ``display_name``, ``config_class``,
+    It carries the method's facts: [`display_name`][], ``config_class``,
     ``threshold_field``, ``threshold_symbol`` and ``colour``.
 
     Args:
-        method: One of ``AVAILABLE_METHODS``.
+        method: One of [`AVAILABLE_METHODS`][].
 
     Returns:
         The policy class.
@@ -104,10 +104,10 @@ def policy_class(method: str) -> type[Policy]:
 
 
 def config_class(method: str) -> type[GenerationConfig]:
-    """The config class a method takes (``FLAREConfig`` for ``"flare"``, ...).
+    """The config class a method takes ([`FLAREConfig`][] for ``"flare"``, ...).
 
     Args:
-        method: One of ``AVAILABLE_METHODS``.
+        method: One of [`AVAILABLE_METHODS`][].
 
     Returns:
         The frozen config dataclass.
@@ -141,14 +141,14 @@ def create_adaptive_rag_graph(
     """Build the graph of any method by name.
 
     Args:
-        model: ``ChatTransformers`` or any object with its ``generate_trace``.
-        retriever: Any LangChain retriever (default choice: ``create_bm25_retriever``).
-        method: One of ``AVAILABLE_METHODS``.
-        config: The method's config class (``FLAREConfig`` for ``"flare"``, ...).
+        model: [`ChatTransformers`][] or any object with its ``generate_trace``.
+        retriever: Any LangChain retriever (default choice: [`create_bm25_retriever`][]).
+        method: One of [`AVAILABLE_METHODS`][].
+        config: The method's config class ([`FLAREConfig`][] for ``"flare"``, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: ``RetrieverOptions``).
+            calls (default: [`RetrieverOptions`][]).
         name: Graph name.
 
     Returns:

@@ -56,18 +56,18 @@ def build_adaptive_rag_graph(
 
     Args:
         policy: The method.
-        model: ``ChatTransformers`` (or any object with its ``generate_trace``), or any
+        model: [`ChatTransformers`][] (or any object with its ``generate_trace``), or any
             LangChain chat model or LLM, which runs as a
-            ``ServedModel``.
+            [`ServedModel`][].
         retriever: Any LangChain retriever.
-        prompts: Prompt templates (default: ``QAPrompts``).
+        prompts: Prompt templates (default: [`QAPrompts`][]).
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: ``RetrieverOptions``).
+            calls (default: [`RetrieverOptions`][]).
         name: Graph name (default: the method's name).
 
     Returns:
-        The compiled graph: input ``{"question"}``, output ``{"answer", "text",
+        The compiled graph, with input ``{"question"}`` and output ``{"answer", "text",
         "retrievals", "counts"}``.
 
     Raises:

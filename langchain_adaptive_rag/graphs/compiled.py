@@ -1,8 +1,8 @@
 """The compiled graph every factory returns: LangGraph's, with a tool and a batch that fit.
 
-``AdaptiveRAGGraph`` is a ``CompiledStateGraph`` in every respect but two:
+[`AdaptiveRAGGraph`][] is a ``CompiledStateGraph`` in every respect but two:
 
-- ``as_tool()`` without an ``args_schema`` gives the agent tool of ``create_rag_tool``
+- ``as_tool()`` without an ``args_schema`` gives the agent tool of [`create_rag_tool`][]
   (``question`` in; the answer and its numbered sources out), where LangChain's generic
   conversion would demand every input field and return the whole state as text;
 - ``batch``/``abatch`` without a ``recursion_limit`` give each run LangGraph's own
@@ -61,7 +61,7 @@ class AdaptiveRAGGraph(
         description: str | None = None,
         arg_types: dict[str, type] | None = None,
     ) -> BaseTool:
-        """This graph as an agent's tool (see ``create_rag_tool``).
+        """This graph as an agent's tool (see [`create_rag_tool`][]).
 
         Args:
             args_schema: A schema of your own: LangChain's generic conversion then.

@@ -77,7 +77,7 @@ class AttentionModel(TraceModel, Protocol):
     """A trace model that can also run one forward pass and return a layer's attention."""
 
     def forward_attention(self, text: str | list[int], *, layer: int = -1) -> AttentionMatrix:
-        """Per-head attention of one layer over ``text``; see ``ChatTransformers``."""
+        """Per-head attention of one layer over ``text``; see [`ChatTransformers`][]."""
         ...
 
 
@@ -425,7 +425,7 @@ class DRAGINPolicy(Policy):
         """Extract (or force) the answer.
 
         Reference mode first cuts the text as the DRAGIN code's evaluation does
-        (``EVALUATION_CUTS``), so an answer the model went on to give to a made-up
+        ([`EVALUATION_CUTS`][]), so an answer the model went on to give to a made-up
         next question is not read.
         """
         if self.config.mode == "reference":
@@ -468,7 +468,7 @@ class DRAGINPolicy(Policy):
 
 
 def _cut_for_evaluation(text: str) -> str:
-    """``text`` before the first of ``EVALUATION_CUTS`` found after its start."""
+    """``text`` before the first of [`EVALUATION_CUTS`][] found after its start."""
     for word in EVALUATION_CUTS:
         position = text.find(word)
         if position > 0:
@@ -504,17 +504,17 @@ def create_dragin_graph(
 ) -> AdaptiveRAGGraph:
     """DRAGIN graph: RIND decides when to retrieve, QFS what to retrieve.
 
-    The model must give attention rows: ``ChatTransformers`` on any kernel does (eager
+    The model must give attention rows: [`ChatTransformers`][] on any kernel does (eager
     returns them; on sdpa or flash attention the captured layer's rows are recomputed).
 
     Args:
-        model: ``ChatTransformers`` (any attention kernel) or another attention model.
+        model: [`ChatTransformers`][] (any attention kernel) or another attention model.
         retriever: Any LangChain retriever.
         config: DRAGIN settings (``theta``, ``query_top_n``, attention mode, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: ``RetrieverOptions``).
+            calls (default: [`RetrieverOptions`][]).
         name: Graph name.
 
     Returns:

@@ -73,7 +73,7 @@ class FLAREConfig(GenerationConfig):
       (it moves relative to the previous match), so a token of the next sentence that
       also occurs in this one is absorbed; the window takes one token more (the first
       unmatched) and the next sentence's window skips it (see
-      ``reference_flare_windows``). Paper: each
+      [`reference_flare_windows`][]). Paper: each
       sentence's own tokens.
     - Masked query: tokens with ``1 - p > theta`` (the trigger's threshold; ``beta`` is not
       used) are cut from the sentence's text; the window's extra token, not found in it,
@@ -301,13 +301,13 @@ def create_flare_graph(
     """FLARE graph: retrieve when a look-ahead sentence holds low-probability tokens.
 
     Args:
-        model: ``ChatTransformers`` or any object with its ``generate_trace``.
+        model: [`ChatTransformers`][] or any object with its ``generate_trace``.
         retriever: Any LangChain retriever.
         config: FLARE settings (``theta``, ``beta``, trigger rule, budget).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: ``RetrieverOptions``).
+            calls (default: [`RetrieverOptions`][]).
         name: Graph name.
 
     Returns:

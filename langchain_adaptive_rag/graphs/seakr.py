@@ -93,7 +93,7 @@ class SeaKRConfig(GenerationConfig):
 
     delta: float = -6.0
     """Retrieval threshold ``delta`` on ``U`` (Llama-2-7B, layer 15). ``U`` is not
-    scale-invariant: calibrate it for another model with ``calibrate_delta``."""
+    scale-invariant: calibrate it for another model with [`calibrate_delta`][]."""
     num_samples: int = 20
     """``k`` sampled generations per step, besides the greedy one."""
     temperature: float = 1.0
@@ -116,7 +116,7 @@ class SeaKRConfig(GenerationConfig):
         "gram", "perplexity", "multi_sample_perplexity", "ln_entropy", "energy", "prompt"
     ] = "gram"
     """Uncertainty estimator: SeaKR's ``gram`` (default) or one of the paper's ablations:
-    the greedy step's ``perplexity``, the ``multi_sample_perplexity`` and length-normalised
+    the greedy step's [`perplexity`][], the [`multi_sample_perplexity`][] and length-normalised
     entropy (``ln_entropy``) of the samples, or the greedy step's ``energy`` (minus the
     mean logsumexp of its logits), or ``prompt``: the model is asked whether the step is
     correct (``self_check_template``) and ``U`` is its probability of answering "No" (the
@@ -149,7 +149,7 @@ class SeaKRConfig(GenerationConfig):
     plainest reading of the paper; ``paper``: that reading. The differences:
 
     - ``U`` precision: float32 with a dense ``J_d``, as the code's torch operations
-      (reference, ``reference_uncertainty``) or float64 (paper); near the rank-one
+      (reference, [`reference_uncertainty`][]) or float64 (paper); near the rank-one
       floor the two differ by a few hundredths and a decision at ``delta`` can flip.
       There float32 rounding (about ``1e-7 |z|^2``) rivals ``alpha``, so the reference
       ``U`` follows the last bits of the hidden states: decoding the same step alone or
@@ -452,7 +452,7 @@ class SeaKRPolicy(Policy):
         """Keep the retrieved document whose step is generated with the lowest ``U``.
 
         Candidates within ``rerank_margin`` of the lowest ``U`` are tied, and the first of
-        them in the retriever's order is kept (see ``rerank_choice``).
+        them in the retriever's order is kept (see [`rerank_choice`][]).
         """
         kept = list(state.get("kept_docs", []))
         known = {d["id"] for d in kept}
@@ -614,7 +614,7 @@ def reference_uncertainty(states: np.ndarray, alpha: float = 1e-3) -> float:
     (``nan`` for a negative determinant, as ``logdet`` gives). When the samples agree the
     Gram matrix is near rank one and float32 rounding (about ``1e-7 |z|^2``) rivals
     ``alpha``: ``U`` then differs from the float64
-    ``gram_uncertainty`` by up to a few hundredths,
+    [`gram_uncertainty`][] by up to a few hundredths,
     enough to flip a decision near ``delta``, and from a float32 computation by another
     library (numpy's BLAS) by as much; following the code's own operations reproduces its
     values.
@@ -728,13 +728,13 @@ def create_seakr_graph(
     """SeaKR graph: retrieve when the model's sampled hidden states disagree.
 
     Args:
-        model: ``ChatTransformers`` (any attention kernel).
+        model: [`ChatTransformers`][] (any attention kernel).
         retriever: Any LangChain retriever.
         config: SeaKR settings (``delta``, ``k``, layer, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.
         retriever_options: Retries, time limit and failure handling of the retriever
-            calls (default: ``RetrieverOptions``).
+            calls (default: [`RetrieverOptions`][]).
         name: Graph name.
 
     Returns:

@@ -104,7 +104,7 @@ class TAAREConfig(GenerationConfig):
     answer_prompt: Literal["short_form", "qa"] = "short_form"
     """The answer step's prompt. ``short_form`` (the paper): "Please use your own
     knowledge ..." over a ``Paragraph:`` of the documents, the answer being the generated
-    line. ``qa``: the graph's ``QAPrompts`` (few-shot ``Question:``/``Answer:`` with a
+    line. ``qa``: the graph's [`QAPrompts`][] (few-shot ``Question:``/``Answer:`` with a
     numbered ``Context:`` block), the answer extracted after "So the answer is" as for the
     other methods: for a model tuned to that format (the toy model), so the decision is
     compared on answers the model can give."""

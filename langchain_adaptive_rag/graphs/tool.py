@@ -49,8 +49,9 @@ def tool_content(output: Mapping[str, Any]) -> str:
         output: A graph run's output (``answer``, ``retrievals``, ...).
 
     Returns:
-        ``Answer: ...``, a blank line, ``Sources:`` and one ``[1] Title (url): text...``
-        line per source; or the answer and ``(no documents were retrieved)``.
+        The answer and its sources as text, one line per source
+        (``Answer: ...``, a blank line, ``Sources:`` and ``[1] Title (url): text...``
+        lines); or the answer and ``(no documents were retrieved)``.
     """
     lines = [f"Answer: {str(output.get('answer', '')).strip()}"]
     found = sources(output)  # type: ignore[arg-type]
@@ -94,11 +95,11 @@ def create_rag_tool(
         graph: A compiled adaptive-RAG graph.
         name: The tool's name (default: the graph's name, e.g. ``"dragin"``).
         description: What the tool does, for the agent's model (default:
-            ``DEFAULT_TOOL_DESCRIPTION``).
+            [`DEFAULT_TOOL_DESCRIPTION`][]).
 
     Returns:
         A ``StructuredTool`` taking ``question`` (required), returning
-        ``tool_content`` as its content and the run's output as its artifact.
+        [`tool_content`][] as its content and the run's output as its artifact.
     """
 
     def answer(question: str, config: RunnableConfig) -> tuple[str, dict[str, Any]]:

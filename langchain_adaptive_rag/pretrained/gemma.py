@@ -71,7 +71,7 @@ def get_gemma_3_270m(
         force: Convert again, replacing a cached directory.
 
     Returns:
-        ``<cache_dir>/gemma-3-270m/transformers``: load it with
+        The model directory, ``<cache_dir>/gemma-3-270m/transformers``; load it with
         ``ChatTransformers(model=path, use_chat_template=False)`` or
         ``AutoModelForCausalLM.from_pretrained(path)``.
 
@@ -102,14 +102,14 @@ def load_gemma_3_270m(
     attn_implementation: AttentionKernel | None = None,
     max_new_tokens: int = 64,
 ) -> ChatTransformers:
-    """Gemma 3 270M as a ``ChatTransformers``, fetched and converted on first use.
+    """Gemma 3 270M as a [`ChatTransformers`][], fetched and converted on first use.
 
     It is a base model without a chat template, so the chat model formats messages as
     plain text (``use_chat_template=False``): the graphs' few-shot completion prompts are
     what it is good at.
 
     Args:
-        cache_dir: The cache root (see ``get_gemma_3_270m``).
+        cache_dir: The cache root (see [`get_gemma_3_270m`][]).
         wheel_dir: A folder holding the four chunk wheels.
         attn_implementation: The attention kernel (default: transformers' choice; every
             kernel gives attention rows).

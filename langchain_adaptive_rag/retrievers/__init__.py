@@ -1,12 +1,12 @@
 """Retrieval: BM25 on ``bm25s`` (in memory, saved, memory-mapped) and on Elasticsearch.
 
-- ``create_bm25_retriever`` indexes a list of Documents in memory;
-  ``retriever.save(dir)`` writes it, ``load_bm25_retriever`` memory-maps it back.
-- ``build_bm25_index`` streams a corpus of any size (DPR's 21M passages) into such a
+- [`create_bm25_retriever`][] indexes a list of Documents in memory;
+  ``retriever.save(dir)`` writes it, [`load_bm25_retriever`][] memory-maps it back.
+- [`build_bm25_index`][] streams a corpus of any size (DPR's 21M passages) into such a
   directory in bounded memory (``adaptive-rag index CORPUS --out DIR``).
-- ``verify_bm25_index`` checks a saved index in full against the checksums written with
+- [`verify_bm25_index`][] checks a saved index in full against the checksums written with
   it (``adaptive-rag verify-index DIR``).
-- ``create_elasticsearch_retriever`` and ``index_elasticsearch`` set up the papers'
+- [`create_elasticsearch_retriever`][] and [`index_elasticsearch`][] set up the papers'
   Elasticsearch BM25 for a corpus beyond one machine.
 
 Names load on first use (PEP 562): the command line's parsers import no retriever.

@@ -1,6 +1,6 @@
 """Text analysis for BM25: lower-case word tokens, English stop words, optional stemming.
 
-The analyzer is data (``BM25Analyzer``), not a callable, so a saved index records
+The analyzer is data ([`BM25Analyzer`][]), not a callable, so a saved index records
 exactly how its terms were made and a load with other settings is refused.
 """
 

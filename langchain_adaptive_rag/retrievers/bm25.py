@@ -1,10 +1,10 @@
 """The BM25 retriever on ``bm25s``: built in memory, saved, and loaded memory-mapped.
 
-Scores are Lucene's BM25 (``BM25Parameters``), as in the Elasticsearch index the
-DRAGIN, FLARE and SeaKR papers retrieve from. ``create_bm25_retriever`` indexes a list of
+Scores are Lucene's BM25 ([`BM25Parameters`][]), as in the Elasticsearch index the
+DRAGIN, FLARE and SeaKR papers retrieve from. [`create_bm25_retriever`][] indexes a list of
 Documents with ``bm25s``; ``retriever.save(dir)`` writes the index and its passages;
 ``load_bm25_retriever(dir)`` memory-maps them back, reading a passage's text from disk only
-when it is returned. ``build_bm25_index`` writes the same directory from a stream of any
+when it is returned. [`build_bm25_index`][] writes the same directory from a stream of any
 size (21M DPR passages) in bounded memory.
 """
 
@@ -206,17 +206,17 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 class BM25Retriever(BaseRetriever):
-    """BM25 over passages; create it with ``create_bm25_retriever`` or load it.
+    """BM25 over passages; create it with [`create_bm25_retriever`][] or load it.
 
     Setup:
         ``pip install langchain-adaptive-rag`` (``bm25s`` and ``PyStemmer`` come with it).
 
     Instantiate:
-        .. code-block:: python
-
-            retriever = create_bm25_retriever(documents, k=3)
-            retriever.save("my-index")
-            retriever = load_bm25_retriever("my-index")  # memory-mapped
+        ```python
+        retriever = create_bm25_retriever(documents, k=3)
+        retriever.save("my-index")
+        retriever = load_bm25_retriever("my-index")  # memory-mapped
+        ```
 
     Invoke:
         ``retriever.invoke("who directed Blue Harbour?", k=5)``: returned Documents carry
@@ -266,7 +266,7 @@ class BM25Retriever(BaseRetriever):
             overwrite: Replace an existing non-empty directory.
 
         Returns:
-            The directory, loadable with ``load_bm25_retriever``.
+            The directory, loadable with [`load_bm25_retriever`][].
 
         Raises:
             AdaptiveRAGError: ``directory`` is a file or is taken.
@@ -344,7 +344,7 @@ def create_bm25_retriever(
     """Index documents (or plain texts) in memory for BM25 retrieval.
 
     For a corpus too large for memory, stream it into a directory with
-    ``build_bm25_index`` (or ``adaptive-rag index``) and ``load_bm25_retriever`` it.
+    [`build_bm25_index`][] (or ``adaptive-rag index``) and [`load_bm25_retriever`][] it.
 
     Args:
         documents: ``Document`` objects or strings. A Document without an ``id`` takes
@@ -521,8 +521,8 @@ def load_bm25_retriever(
             ``None`` uses the recorded analyzer.
         verify: Compare every file's SHA-256 with the one recorded when it was written
             (``True``), or not (``False``). ``None``: when the files hold at most 1 GiB
-            (``AUTO_VERIFY_BYTES``); verify a larger index once with
-            ``verify_bm25_index`` (``adaptive-rag verify-index DIR``).
+            ([`AUTO_VERIFY_BYTES`][]); verify a larger index once with
+            [`verify_bm25_index`][] (``adaptive-rag verify-index DIR``).
 
     Returns:
         The retriever; passages are read from disk when returned.

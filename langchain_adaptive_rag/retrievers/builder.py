@@ -121,8 +121,8 @@ def chunk_postings(
         first_row: Index row of the chunk's first passage.
 
     Returns:
-        ``(terms, docs, tfs, lengths)``: int32 arrays of the distinct (term, passage) pairs
-        with their frequency, and each passage's length in terms.
+        The int32 arrays ``(terms, docs, tfs, lengths)`` of the distinct (term, passage)
+        pairs with their frequency, and each passage's length in terms.
     """
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     flat = np.fromiter((t for r in rows for t in r), dtype=np.int64, count=int(lengths.sum()))
@@ -351,7 +351,7 @@ def build_bm25_index(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Path:
-    """Index a passage stream into a directory that ``load_bm25_retriever`` reads.
+    """Index a passage stream into a directory that [`load_bm25_retriever`][] reads.
 
     Args:
         passages: Documents in index order, e.g. ``iter_passages("psgs_w100.tsv")``; read

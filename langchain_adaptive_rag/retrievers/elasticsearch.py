@@ -5,7 +5,7 @@ two ``text`` fields, ``title`` and ``txt``, with the built-in ``english`` analyz
 Elasticsearch's default BM25 similarity (``k1`` 1.2, ``b`` 0.75); a query is a
 ``multi_match`` of ``best_fields`` over both with ``tie_breaker`` 0.5, searched with
 ``dfs_query_then_fetch`` so every shard scores with the index-wide term statistics.
-``index_elasticsearch`` creates that index and ``create_elasticsearch_retriever``
+[`index_elasticsearch`][] creates that index and [`create_elasticsearch_retriever`][]
 queries it through ``langchain-elasticsearch`` (``pip install
 "langchain-adaptive-rag[elasticsearch]"``).
 """
@@ -144,7 +144,7 @@ def create_elasticsearch_retriever(
     index_name: str = "wiki",
     k: int = 3,
 ) -> ElasticsearchRetriever:
-    """A LangChain retriever over an index made by ``index_elasticsearch``.
+    """A LangChain retriever over an index made by [`index_elasticsearch`][].
 
     Args:
         url_or_client: The server's URL (``http://localhost:9200``) or an

@@ -4,9 +4,9 @@ Writing an index records every file's size and SHA-256 in its ``manifest.json``
 (``files``). Loading checks, naming the damaged file in every refusal:
 
 - the sizes, always (a ``stat`` per file: catches a cut or extended file);
-- the checksums, when the index's files hold at most ``AUTO_VERIFY_BYTES`` (1 GiB, about
+- the checksums, when the index's files hold at most [`AUTO_VERIFY_BYTES`][] (1 GiB, about
   0.6 s to hash) or when asked (``load_bm25_retriever(dir, verify=True)``); a 21M-passage
-  index (tens of GB) is verified on demand with ``verify_bm25_index`` or
+  index (tens of GB) is verified on demand with [`verify_bm25_index`][] or
   ``adaptive-rag verify-index DIR``;
 - the structure, always: each array's header, dtype and length; ``indptr`` starting at 0,
   never decreasing and ending at the postings' count; the vocabulary's term ids exactly
@@ -75,6 +75,7 @@ def record_files(directory: Path) -> dict[str, dict[str, object]]:
         directory: The index directory, complete but for its manifest.
 
     Returns:
+        Each file's size and digest, as
         ``{relative path: {"bytes": size, "sha256": hex digest}}``.
     """
     return {
@@ -262,7 +263,7 @@ def _field_file(source: Path | None, name: str) -> Path:
 
 @dataclass(frozen=True)
 class IndexVerification:
-    """What ``verify_bm25_index`` checked."""
+    """What [`verify_bm25_index`][] checked."""
 
     directory: Path
     """The index directory."""

@@ -1,7 +1,7 @@
 """Verify a saved BM25 index in full: every file's checksum and every posting.
 
 Loading checks sizes and structure at once, and checksums only up to 1 GiB of files, so
-that a 21M-passage index loads in seconds. ``verify_bm25_index`` (``adaptive-rag
+that a 21M-passage index loads in seconds. [`verify_bm25_index`][] (``adaptive-rag
 verify-index DIR``) is the full check to run once after a build, a copy or a download:
 about a minute per 50 GB read.
 """
@@ -35,7 +35,7 @@ def verify_bm25_index(directory: str | os.PathLike[str]) -> IndexVerification:
         directory: The index directory.
 
     Returns:
-        What was checked: files, bytes, postings and seconds.
+        What was checked (files, bytes, postings and seconds).
 
     Raises:
         DamagedIndexError: A file is missing, has another size or checksum, or holds a

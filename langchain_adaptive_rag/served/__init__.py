@@ -1,6 +1,6 @@
 """Served models: any LangChain chat model or LLM under the graphs.
 
-See ``ServedModel``; ``load_served_model`` builds one from the command line's
+See [`ServedModel`][]; [`load_served_model`][] builds one from the command line's
 ``provider:model`` spelling.
 """
 

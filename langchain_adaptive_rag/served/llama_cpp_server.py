@@ -1,6 +1,6 @@
 """A local llama.cpp OpenAI-compatible server (``llama-cpp-python[server]``) for a GGUF file.
 
-``serve_llama_cpp`` serves the file on 127.0.0.1 at a free port for the length of a
+[`serve_llama_cpp`][] serves the file on 127.0.0.1 at a free port for the length of a
 ``with`` block, with a raw chat template (the message's text as it is, after ``<bos>``),
 so that ``ChatOpenAI`` sends a base model the graphs' completion prompts exactly as
 ``/v1/completions`` would: a base model's own chat template wraps them in turns it was
@@ -59,7 +59,8 @@ def serve_llama_cpp(
         startup_s: How long to wait for the server to answer.
 
     Yields:
-        The server's OpenAI-compatible root, ``http://127.0.0.1:PORT/v1``.
+        The server's OpenAI-compatible root URL,
+        ``http://127.0.0.1:PORT/v1``.
 
     Raises:
         ModelServerError: The server exited or did not answer in time (the message

@@ -21,7 +21,7 @@ from langchain_adaptive_rag.served.model import ServedModel
 __all__ = ["SERVED_PROVIDERS", "is_served_spelling", "load_served_model"]
 
 SERVED_PROVIDERS = ("openai", "ollama")
-"""The providers ``load_served_model`` builds (any other model: the Python API)."""
+"""The providers [`load_served_model`][] builds (any other model: the Python API)."""
 
 _SPELLING = re.compile(r"^([A-Za-z][\w-]*):(.+)$")
 
@@ -70,7 +70,7 @@ def load_served_model(
         backoff_s: Wait before the first retry, doubled after each.
 
     Returns:
-        The served model (the OpenAI client's own retries are off: ``retries`` rules).
+        The served model (the OpenAI client's own retries are off; ``retries`` rules).
 
     Raises:
         AdaptiveRAGError: An unknown provider, a missing integration package, or a

@@ -1,10 +1,10 @@
 """Any LangChain chat model or LLM as the model the graphs read traces from.
 
-``ChatTransformers`` decodes in-process and reads every signal exactly. A served model
+[`ChatTransformers`][] decodes in-process and reads every signal exactly. A served model
 (``ChatOpenAI`` on vLLM, SGLang, llama.cpp or OpenAI; the ``OpenAI`` completions LLM for
 base models; any other ``BaseChatModel``) gives text, a finish reason and, when asked,
-each token's log-probability with its top-k alternatives. ``ServedModel`` turns
-each response into a ``GenerationTrace``, so the
+each token's log-probability with its top-k alternatives. [`ServedModel`][] turns
+each response into a [`GenerationTrace`][], so the
 methods that read only text or log-probabilities run on it unchanged; the methods that
 read attention rows (DRAGIN) or hidden states (SeaKR's Gram estimator) are refused when
 their graph is built.
@@ -101,8 +101,8 @@ class ServedModel:
     (``top_k_entropy``).
 
     A failed request is sent again after ``backoff_s``, doubling, up to ``retries``
-    times when it may succeed (``is_transient``), then raises
-    ``ModelServerError``.
+    times when it may succeed ([`is_transient`][]), then raises
+    [`ModelServerError`][].
 
     Attributes:
         model: The LangChain model.
@@ -409,7 +409,7 @@ def as_trace_model(model: object) -> TraceModel:
     """The graphs' model for ``model``: itself when it generates traces, else served.
 
     Args:
-        model: ``ChatTransformers`` (or any object with ``generate_trace``), or any
+        model: [`ChatTransformers`][] (or any object with ``generate_trace``), or any
             LangChain chat model or LLM.
 
     Returns:

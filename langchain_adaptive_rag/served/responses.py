@@ -1,10 +1,10 @@
-"""A served model's response as a ``GenerationTrace``.
+"""A served model's response as a [`GenerationTrace`][].
 
 Servers return text, a finish reason and, when asked, each generated token with its
 log-probability and its top-k alternatives, in one of two OpenAI shapes: the chat one
 (``response_metadata["logprobs"]["content"]``: ``{"token", "logprob", "top_logprobs":
 [{"token", "logprob"}]}`` per token; Ollama gives the list itself) and the completions
-one (``generation_info["logprobs"]``: ``tokens``, ``token_logprobs``, ``top_logprobs`` as
+one (``generation_info["logprobs"]``: ``tokens``, [`token_logprobs`][], ``top_logprobs`` as
 ``{token: logprob}`` per token). Token ids are not returned: they are ``-1``.
 """
 
@@ -108,7 +108,7 @@ def trace_from_response(
         max_new_tokens: The token budget asked for.
         generated_tokens: The server's count of generated tokens (its usage), which
             includes the tokens of a stop string it cut: ``token_ids`` has that many
-            entries, as ``ChatTransformers`` keeps a stop string's tokens there.
+            entries, as [`ChatTransformers`][] keeps a stop string's tokens there.
 
     Returns:
         The trace; its entropies are top-k lower bounds (``entropy_outside_mass``).

@@ -6,16 +6,17 @@ in the passage corpus) and learned to read passages given as ``Context:``. Its t
 entropy is low on what it knows and high where it would have to guess.
 
 Example:
-    .. code-block:: python
+    ```python
+    from langchain_adaptive_rag import create_dragin_graph
+    from langchain_adaptive_rag.toyworld import (
+        TOY_PROMPTS, load_toy_model, toy_questions, toy_retriever
+    )
 
-        from langchain_adaptive_rag import create_dragin_graph
-        from langchain_adaptive_rag.toyworld import (
-            TOY_PROMPTS, load_toy_model, toy_questions, toy_retriever
-        )
+    graph = create_dragin_graph(load_toy_model(), toy_retriever(), prompts=TOY_PROMPTS)
+    question = toy_questions()[0]
+    graph.invoke({"question": question.question})["answer"]
+    ```
 
-        graph = create_dragin_graph(load_toy_model(), toy_retriever(), prompts=TOY_PROMPTS)
-        question = toy_questions()[0]
-        graph.invoke({"question": question.question})["answer"]
 """
 
 from langchain_adaptive_rag.toyworld.corpus import build_corpus

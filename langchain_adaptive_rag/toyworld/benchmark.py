@@ -1,8 +1,8 @@
 """The toy world as an evaluation dataset for the harness.
 
-Its questions become ``Example`` objects, so every
-method runs on them with ``evaluate_method`` and every threshold is calibrated with
-``calibrate_threshold``, exactly as on a real benchmark. Each example carries its gold
+Its questions become [`Example`][] objects, so every
+method runs on them with [`evaluate_method`][] and every threshold is calibrated with
+[`calibrate_threshold`][], exactly as on a real benchmark. Each example carries its gold
 passages and a retrieval-need label (``param_knowledge_answerable`` is 1 when the toy
 model knows every hop), so retrieval-decision accuracy is measurable too.
 """
@@ -25,13 +25,14 @@ def toy_examples(questions: Sequence[ToyQuestion], corpus: Sequence[Document]) -
     """Toy questions as evaluation examples.
 
     Args:
-        questions: Toy questions (for example ``toy_questions()``).
-        corpus: The toy corpus (``toy_corpus()``), where the gold passages are looked up.
+        questions: Toy questions (for example [`toy_questions()`][toy_questions]).
+        corpus: The toy corpus ([`toy_corpus()`][toy_corpus]), where the gold passages are
+            looked up.
 
     Returns:
-        One example per question: dataset ``"toyworld"``, the short answer as gold, the
+        One example per question (dataset ``"toyworld"``, the short answer as gold, the
         question's passages as ``supporting``, its type, and ``extra`` with the category,
-        the per-hop knowledge and the gold chain of thought.
+        the per-hop knowledge and the gold chain of thought).
 
     Raises:
         AdaptiveRAGError: A question names a passage that is not in ``corpus``.

@@ -164,7 +164,7 @@ def run_method(
         retriever: The retriever (the toy corpus for the toy world).
         method: The method name.
         questions: The questions.
-        config: The method's config (default: ``TOY_CONFIGS``).
+        config: The method's config (default: [`TOY_CONFIGS`][]).
         prompts: Prompt templates.
         on_result: Called with each result as soon as it is ready (in question order).
         concurrency: Questions answered at once, in threads; with a model that batches
@@ -241,10 +241,10 @@ def run_comparison(
         model: The model.
         retriever: The retriever.
         questions: The questions.
-        methods: Methods to run (default: all of ``AVAILABLE_METHODS``).
-        configs: Per-method configs (default: ``TOY_CONFIGS``).
+        methods: Methods to run (default: all of [`AVAILABLE_METHODS`][]).
+        configs: Per-method configs (default: [`TOY_CONFIGS`][]).
         prompts: Prompt templates.
-        concurrency: Questions answered at once per method (see ``run_method``).
+        concurrency: Questions answered at once per method (see [`run_method`][]).
 
     Returns:
         Results by method name, in the order run.

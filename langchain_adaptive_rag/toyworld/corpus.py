@@ -81,7 +81,7 @@ def build_corpus(world: ToyWorld, *, include_cities: bool = True) -> list[Docume
         include_cities: Add the city passages.
 
     Returns:
-        Documents with ``id`` and ``metadata={"id": ..., "title": ..., "known": ...}``
+        Documents with ``id`` and a ``metadata`` of ``id``, ``title`` and ``known``
         (``title`` is the person's name, the film's title or the city's name).
     """
     directed = {film.director: film for film in world.films}

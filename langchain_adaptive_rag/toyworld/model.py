@@ -33,7 +33,7 @@ TOY_SEED = 0
 
 @lru_cache(maxsize=4)
 def toy_world(seed: int = TOY_SEED) -> ToyWorld:
-    """The toy world of ``seed`` (the shipped model knows the world of ``TOY_SEED``)."""
+    """The toy world of ``seed`` (the shipped model knows the world of [`TOY_SEED`][])."""
     return generate_world(seed)
 
 
@@ -74,7 +74,7 @@ def load_toy_model(
     """Load the shipped toy model (or one trained by ``toyworld_training``) as a chat model.
 
     Args:
-        path: Model directory (default: ``TOY_MODEL_PATH``).
+        path: Model directory (default: [`TOY_MODEL_PATH`][]).
         attn_implementation: ``"eager"`` (attention signals available) or ``"sdpa"``.
         max_new_tokens: Generation budget.
         batch_concurrent_calls: Decode calls arriving together from several threads in

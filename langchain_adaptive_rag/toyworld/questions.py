@@ -214,7 +214,7 @@ def evaluation_questions(
 
 
 def training_questions(world: ToyWorld, *, comparisons: int = 150) -> list[ToyQuestion]:
-    """Questions over known facts only, disjoint from ``evaluation_questions``.
+    """Questions over known facts only, disjoint from [`evaluation_questions`][].
 
     "Where was the director of film X born?" (and "When ...?" about the training-only
     films), single-hop questions about every known person's birth, every known film's

@@ -3,8 +3,8 @@
 Every fact belongs to one entity, and every entity is either *known* (its facts appear in
 the toy model's training text) or *unknown* (its facts appear only in the passage corpus).
 Names, film titles, cities and years come from closed word pools, so the toy tokenizer can
-keep each of them whole. Two disjoint sets of pools exist: ``WORLD_POOLS`` for the
-evaluated world and ``PRACTICE_POOLS`` for the fresh entities of reading practice.
+keep each of them whole. Two disjoint sets of pools exist: [`WORLD_POOLS`][] for the
+evaluated world and [`PRACTICE_POOLS`][] for the fresh entities of reading practice.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ PRACTICE_POOLS = NamePools(
     jobs=("dancer", "singer", "novelist", "engineer", "physician", "chemist", "historian"),
 )
 """Pools of reading practice (Southern European names and cities), disjoint from
-``WORLD_POOLS`` word for word."""
+[`WORLD_POOLS`][] word for word."""
 
 DIRECTOR_JOB = "film director"
 """The occupation of every film's director."""
@@ -143,11 +143,11 @@ class Person:
     birth_year: int
     """Year of birth."""
     birth_city: str
-    """City of birth (a ``City`` name)."""
+    """City of birth (a [`City`][] name)."""
     job: str
     """Occupation."""
     father: str
-    """Full name of the father (a ``Person`` of the world for family lines)."""
+    """Full name of the father (a [`Person`][] of the world for family lines)."""
     mother: str
     """Full name of the mother."""
     known: bool
@@ -163,7 +163,7 @@ class Film:
     title: str
     """Title (two words)."""
     director: str
-    """Id of the directing ``Person``."""
+    """Id of the directing [`Person`][]."""
     year: int
     """Release year."""
     known: bool
@@ -326,7 +326,7 @@ def generate_world(
 
     Args:
         seed: Random seed.
-        sizes: Entity counts (default ``WorldSizes``).
+        sizes: Entity counts (default [`WorldSizes`][]).
         pools: Word pools to draw names, titles, cities and jobs from.
         reserved: Names and titles that must not be used (another world's).
         id_prefix: Prefix of every entity id (keeps ids of several worlds apart).

@@ -11,8 +11,8 @@ html_page = report_html([record], title="DRAGIN on one question")
 
 Everything is drawn offline with matplotlib: no mermaid.ink, no graphviz, no pyplot state.
 matplotlib is an optional dependency, the ``plots`` extra
-(``pip install "langchain-adaptive-rag[plots]"``): records, ``tokens_html`` and
-``graph_mermaid`` work without it, and a function that draws a picture raises an
+(``pip install "langchain-adaptive-rag[plots]"``): records, [`tokens_html`][] and
+[`graph_mermaid`][] work without it, and a function that draws a picture raises an
 ``ImportError`` that names the extra.
 """
 

@@ -45,7 +45,7 @@ _SCHEMES: dict[str, tuple[tuple[float, float, float], ...]] = {
 """The nine colours (RGB in ``[0, 1]``) of each ColorBrewer scheme, light to dark."""
 
 COLORMAP_NAMES = (*_SCHEMES, *(f"{name}_r" for name in _SCHEMES))
-"""Colour maps ``colormap_hex`` knows (``_r``: reversed)."""
+"""Colour maps [`colormap_hex`][] knows (``_r``: reversed)."""
 
 
 def _sample(stops: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -86,7 +86,7 @@ def colormap_hex(name: str, fraction: float) -> str:
     """Hex colour of ``fraction`` on the colour map ``name``.
 
     Args:
-        name: One of ``COLORMAP_NAMES``.
+        name: One of [`COLORMAP_NAMES`][].
         fraction: Position on the map; below 0 takes the first colour, above 1 the last.
 
     Returns:

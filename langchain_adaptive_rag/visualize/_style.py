@@ -51,7 +51,7 @@ class SignalSpec:
     short: str
     """Symbol used in tooltips."""
     cmap: str
-    """Colour map: a matplotlib name that ``colormap_hex`` samples; its dark end is the
+    """Colour map: a matplotlib name that [`colormap_hex`][] samples; its dark end is the
     uncertain end."""
     unit_range: bool
     """The signal lies in ``[0, 1]``."""
@@ -77,7 +77,7 @@ def check_signal(signal: str) -> Signal:
     """Validate a signal name.
 
     Raises:
-        AdaptiveRAGError: ``signal`` is not one of ``Signal``.
+        AdaptiveRAGError: ``signal`` is not one of [`Signal`][].
     """
     if signal not in SPECS:
         msg = (
@@ -194,7 +194,7 @@ def word_key(word: str) -> str:
 
 
 def query_words(query: str) -> set[str]:
-    """Content words of a query, as ``word_key`` keys."""
+    """Content words of a query, as [`word_key`][] keys."""
     return {word_key(w) for w in re.findall(r"\S+", query) if word_key(w) and is_content_word(w)}
 
 
@@ -247,7 +247,7 @@ def threshold_symbol(record: RunRecord) -> str:
 
 
 def check_record(record: object, caller: str) -> None:
-    """Fail with a clear error unless ``record`` is a ``RunRecord``."""
+    """Fail with a clear error unless ``record`` is a [`RunRecord`][]."""
     if not isinstance(record, RunRecord):
         msg = (
             f"{caller} received {type(record).__name__}. Expected a RunRecord. Fix: "

@@ -1,8 +1,8 @@
-"""Matplotlib figures of a ``RunRecord``.
+"""Matplotlib figures of a [`RunRecord`][].
 
-- ``tokens_figure``: the draft tokens as wrapped coloured text, with a bar per token
+- [`tokens_figure`][]: the draft tokens as wrapped coloured text, with a bar per token
   and the threshold line where the signal is the one the method thresholds.
-- ``timeline_figure``: the need score of every round against the threshold, with the
+- [`timeline_figure`][]: the need score of every round against the threshold, with the
   rounds that retrieved marked.
 
 matplotlib is imported when a figure is drawn (the ``plots`` extra); without it, drawing

@@ -1,6 +1,6 @@
-"""The HTML view of a ``RunRecord``.
+"""The HTML view of a [`RunRecord`][].
 
-``tokens_html``: every draft token as a span coloured by a signal, with a colour scale,
+[`tokens_html`][]: every draft token as a span coloured by a signal, with a colour scale,
 a tooltip of all its values, the trigger outlined, the threshold stated, the query words
 highlighted in the question, the answer so far and the passages, and the passages listed
 with the re-rank order marked.
@@ -306,7 +306,7 @@ def tokens_html(record: RunRecord, signal: Signal = "entropy") -> str:
     """A self-contained HTML snippet of the run, tokens coloured by ``signal``.
 
     Args:
-        record: The run (from ``record_run``).
+        record: The run (from [`record_run`][]).
         signal: ``entropy``, ``probability``, ``rind``, ``attention`` or ``uncertainty``.
 
     Returns:

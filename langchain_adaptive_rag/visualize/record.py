@@ -1,8 +1,8 @@
 """A recorded graph run as plain data: every round's draft, signals, decision and retrieval.
 
-A ``RunRecord`` holds strings, numbers and lists only, so it round-trips through JSON
+A [`RunRecord`][] holds strings, numbers and lists only, so it round-trips through JSON
 (``RunRecord.to_json``, ``RunRecord.from_json``) and can be audited or drawn later
-without the model. ``record_run`` makes one.
+without the model. [`record_run`][] makes one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Record one graph run as plain data: every round's draft, signals, decision and retrieval.
 
-``record_run`` streams a compiled adaptive-RAG graph with
+[`record_run`][] streams a compiled adaptive-RAG graph with
 ``stream_mode=["updates", "custom"]`` and folds each node's update into a
-``RunRecord``. A round starts at each ``draft`` node: its look-ahead tokens with
+[`RunRecord`][]. A round starts at each ``draft`` node: its look-ahead tokens with
 their signals, the text accepted before the decision, the retrieval decision (trigger,
 score, threshold), the query, the retrieved passages with the re-rank order, and the text
 generated with the passages. The record holds strings, numbers and lists only, so it
@@ -39,7 +39,7 @@ __all__ = ["AttentionSource", "record_run"]
 class AttentionSource(Protocol):
     """A model that runs one forward pass and returns a layer's attention.
 
-    ``ChatTransformers`` loaded with ``attn_implementation="eager"`` is one.
+    [`ChatTransformers`][] loaded with ``attn_implementation="eager"`` is one.
     """
 
     def forward_attention(self, text: str, *, layer: int = -1) -> AttentionMatrix:
@@ -247,7 +247,7 @@ def record_run(
         graph: A compiled adaptive-RAG graph (``create_dragin_graph(...)`` and friends).
         question: The question.
         config: Passed to ``graph.stream`` (thread id, callbacks, recursion limit).
-        attention_model: Optional model (``ChatTransformers`` with eager attention) used
+        attention_model: Optional model ([`ChatTransformers`][] with eager attention) used
             after the run to measure the attention each draft token receives, ``a(i)`` as
             DRAGIN's reference pass (one forward pass over the draft alone, max over rows,
             mean over heads). The graphs' node updates do not carry attention, so without

@@ -146,7 +146,7 @@ def report_html(
     """A full HTML page showing several runs, self-contained (no network, no files).
 
     Args:
-        records: The runs (from ``record_run``).
+        records: The runs (from [`record_run`][]).
         title: Page title.
         summary_table_markdown: Optional markdown (pipe tables) shown under the title, e.g.
             a comparison of methods.

@@ -147,12 +147,26 @@ print("\\n".join(failed))
 
 
 def test_docstrings_hold_no_raw_sphinx_roles() -> None:
-    """mkdocstrings prints ``:func:`x``` literally: cross-references are written as code."""
+    """mkdocstrings prints ``:func:`x``` literally: cross-references use autorefs' syntax."""
     role = re.compile(r":(?:func|class|meth|data|attr|mod|exc|obj|const):`")
     found = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in sorted((ROOT / "langchain_adaptive_rag").rglob("*.py"))
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if role.search(line)
+    ]
+    assert found == []
+
+
+def test_returns_sections_start_without_a_colon() -> None:
+    """Google style reads ``Returns: text: more`` as a type and a description: the
+    rendered table would show "text" as the type. The first line holds no colon."""
+    section = re.compile(r"^\s+(?:Returns|Yields):\s*$")
+    found = [
+        f"{path.relative_to(ROOT)}:{number + 1}"
+        for path in sorted((ROOT / "langchain_adaptive_rag").rglob("*.py"))
+        for lines in [path.read_text(encoding="utf-8").splitlines()]
+        for number, line in enumerate(lines)
+        if section.match(line) and ":" in lines[number + 1]
     ]
     assert found == []

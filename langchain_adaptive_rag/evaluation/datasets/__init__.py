@@ -1,4 +1,4 @@
-"""Question-answering datasets in their native file formats, as ``Example`` objects.
+"""Question-answering datasets in their native file formats, as [`Example`][] objects.
 
 Supported files (the format is detected from the content; the name only labels and checks):
 

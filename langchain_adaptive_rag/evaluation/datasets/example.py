@@ -1,4 +1,4 @@
-"""The ``Example`` record and dataset names."""
+"""The [`Example`][] record and dataset names."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ DATASET_NAMES: tuple[str, ...] = (
     "retrievalqa",
     "musique",
 )
-"""The dataset names ``load_dataset`` accepts (see ``canonical_dataset_name``)."""
+"""The dataset names [`load_dataset`][] accepts (see [`canonical_dataset_name`][])."""
 
 _SYNONYMS: dict[str, str] = {
     "2wiki": "2wikimultihopqa",
@@ -50,7 +50,7 @@ _NO_ANSWER = "noanswer"
 
 
 def canonical_dataset_name(name: str) -> str:
-    """Map a dataset name to its canonical spelling in ``DATASET_NAMES``.
+    """Map a dataset name to its canonical spelling in [`DATASET_NAMES`][].
 
     Case, ``-``, ``_``, ``.`` and spaces are ignored, and a few common synonyms are accepted
     (``"2wiki"``, ``"NQ-open"``, ``"natural_questions"``, ``"HotpotQA"``).

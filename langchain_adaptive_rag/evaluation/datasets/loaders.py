@@ -187,7 +187,7 @@ def load_2wikimultihopqa(
         path: ``dev.json`` (records with ``_id``, ``answer``, ``answer_id``, ``context``...),
             a JSON list of ``{question, answer}`` records, or a JSON-lines file.
         limit: Keep only the first ``limit`` examples.
-        aliases: ``id_aliases.json`` (or its contents as from ``read_id_aliases``):
+        aliases: ``id_aliases.json`` (or its contents as from [`read_id_aliases`][]):
             each question's golds gain the aliases and demonyms of its ``answer_id``.
 
     Returns:
@@ -299,8 +299,8 @@ def load_dataset(
     """Load a QA dataset file, detecting its layout from the content.
 
     Args:
-        name: One of ``DATASET_NAMES`` (or a synonym, see
-            ``canonical_dataset_name``).
+        name: One of [`DATASET_NAMES`][] (or a synonym, see
+            [`canonical_dataset_name`][]).
         path: The file in its native format (see the module docstring).
         limit: Keep only the first ``limit`` examples (JSON-lines files stop reading there).
         aliases: 2WikiMultihopQA only: ``id_aliases.json`` or a mapping from answer id to
