@@ -90,6 +90,19 @@ def test_a_changed_printed_line_is_noticed() -> None:
     assert comparable_outputs(notebook) != before
 
 
+def test_a_stream_split_where_the_kernel_flushed_compares_equal() -> None:
+    notebook = stored("01_quickstart.ipynb")
+    before = comparable_outputs(notebook)
+    cell = next(c for c in notebook.cells if c.get("outputs"))
+    printed = next(o for o in cell["outputs"] if o["output_type"] == "stream")
+    index = cell["outputs"].index(printed)
+    text = printed["text"]
+    head = {**printed, "text": text[: len(text) // 2]}
+    tail = {**printed, "text": text[len(text) // 2 :]}
+    cell["outputs"][index : index + 1] = [head, tail]
+    assert comparable_outputs(notebook) == before
+
+
 def test_images_compare_by_size_not_bytes() -> None:
     notebook = stored("02_visualising_decisions.ipynb")
     before = comparable_outputs(notebook)
