@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         create_fix_length_graph,
         create_fix_sentence_graph,
         create_flare_graph,
+        create_ircot_graph,
         create_no_retrieval_graph,
         create_seakr_graph,
         create_single_round_graph,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
     from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
     from langchain_adaptive_rag.graphs.flare import FLAREConfig
+    from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
     from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
@@ -73,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "create_fix_length_graph": "langchain_adaptive_rag.graphs",
     "create_fix_sentence_graph": "langchain_adaptive_rag.graphs",
     "create_flare_graph": "langchain_adaptive_rag.graphs",
+    "create_ircot_graph": "langchain_adaptive_rag.graphs",
     "create_rag_tool": "langchain_adaptive_rag.graphs.tool",
     "create_no_retrieval_graph": "langchain_adaptive_rag.graphs",
     "create_seakr_graph": "langchain_adaptive_rag.graphs",
@@ -85,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "FixLengthConfig": "langchain_adaptive_rag.graphs.fixed",
     "FixSentenceConfig": "langchain_adaptive_rag.graphs.fixed",
     "FLAREConfig": "langchain_adaptive_rag.graphs.flare",
+    "IRCoTConfig": "langchain_adaptive_rag.graphs.ircot",
     "GenerationConfig": "langchain_adaptive_rag.policy",
     "GenerationTrace": "langchain_adaptive_rag.generation",
     "get_token_signals": "langchain_adaptive_rag.chat_models",
@@ -119,6 +123,7 @@ __all__ = [
     "GenerationConfig",
     "GenerationTrace",
     "HiddenLayerError",
+    "IRCoTConfig",
     "ModelServerError",
     "PromptTooLongError",
     "QAPrompts",
@@ -133,6 +138,7 @@ __all__ = [
     "create_fix_length_graph",
     "create_fix_sentence_graph",
     "create_flare_graph",
+    "create_ircot_graph",
     "create_no_retrieval_graph",
     "create_rag_tool",
     "create_seakr_graph",

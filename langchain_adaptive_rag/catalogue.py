@@ -21,6 +21,7 @@ METHOD_NAMES: tuple[str, ...] = (
     "single_round",
     "fix_length",
     "fix_sentence",
+    "ircot",
     "flare",
     "dragin",
     "seakr",

@@ -33,6 +33,7 @@ __all__ = [
     "fix_length",
     "fix_sentence",
     "flare",
+    "ircot",
     "no_retrieval",
     "seakr",
     "single_round",
@@ -84,6 +85,11 @@ def fix_length(config: RunnableConfig) -> AdaptiveRAGGraph:
 def fix_sentence(config: RunnableConfig) -> AdaptiveRAGGraph:
     """FS-RAG over the toy world."""
     return _toy_graph("fix_sentence")
+
+
+def ircot(config: RunnableConfig) -> AdaptiveRAGGraph:
+    """IRCoT over the toy world."""
+    return _toy_graph("ircot")
 
 
 def flare(config: RunnableConfig) -> AdaptiveRAGGraph:

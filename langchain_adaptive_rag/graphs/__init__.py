@@ -20,6 +20,7 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_single_round_graph,
 )
 from langchain_adaptive_rag.graphs.flare import FLAREPolicy, create_flare_graph
+from langchain_adaptive_rag.graphs.ircot import IRCoTPolicy, create_ircot_graph
 from langchain_adaptive_rag.graphs.seakr import SeaKRPolicy, create_seakr_graph
 from langchain_adaptive_rag.graphs.ta_are import (
     TAAREPolicy,
@@ -42,6 +43,7 @@ __all__ = [
     "create_fix_length_graph",
     "create_fix_sentence_graph",
     "create_flare_graph",
+    "create_ircot_graph",
     "create_no_retrieval_graph",
     "create_seakr_graph",
     "create_single_round_graph",
@@ -56,20 +58,22 @@ Method = Literal[
     "single_round",
     "fix_length",
     "fix_sentence",
+    "ircot",
     "flare",
     "dragin",
     "seakr",
     "vanilla",
     "ta_are",
 ]
-"""Every method's id: wo-RAG, SR-RAG, FL-RAG, FS-RAG, FLARE, DRAGIN, SeaKR, and Vanilla
-and TA-ARE prompting, in the order tables show them."""
+"""Every method's id: wo-RAG, SR-RAG, FL-RAG, FS-RAG, IRCoT, FLARE, DRAGIN, SeaKR, and
+Vanilla and TA-ARE prompting, in the order tables show them."""
 
 _POLICY_CLASSES: tuple[type[Policy], ...] = (
     NoRetrievalPolicy,
     SingleRoundPolicy,
     FixLengthPolicy,
     FixSentencePolicy,
+    IRCoTPolicy,
     FLAREPolicy,
     DRAGINPolicy,
     SeaKRPolicy,

@@ -27,6 +27,7 @@ from langchain_adaptive_rag.graphs import (
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
@@ -52,6 +53,7 @@ TOY_CONFIGS: dict[str, GenerationConfig] = {
     "single_round": GenerationConfig(generate_max_length=48),
     "fix_length": FixLengthConfig(generate_max_length=48, fix_length=8),
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
+    "ircot": IRCoTConfig(generate_max_length=48, retrieve_topk=3, max_paragraphs=6),
     "flare": FLAREConfig(generate_max_length=48, theta=0.9, beta=0.4),
     "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6, mode="paper"),
     "seakr": SeaKRConfig(

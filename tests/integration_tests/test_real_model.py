@@ -28,6 +28,7 @@ from langchain_adaptive_rag.graphs import (
 )
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.policy import GenerationConfig
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
@@ -156,6 +157,7 @@ CONFIGS: dict[str, GenerationConfig] = {
     "flare": FLAREConfig(generate_max_length=64),
     # k = 3 samples and 3 steps keep the test short (the paper: k = 20, up to 10 steps)
     "seakr": SeaKRConfig(generate_max_length=48, num_samples=3, max_rounds=3),
+    "ircot": IRCoTConfig(generate_max_length=64, max_steps=4, retrieve_topk=3),
 }
 # LLM calls one question may take at most; SeaKR: 1 + k calls for each step, re-ranking
 # candidate (3 a retrieval) and final reading (2, each forced at most once)
@@ -166,7 +168,7 @@ MAX_CALLS = {"seakr": 4 * (3 * (1 + 3) + 2 * 2), "ta_are": 3, "vanilla": 3}
 def test_each_method_answers_real_questions_in_the_papers_format(
     chat: ChatTransformers, method: str
 ) -> None:
-    questions = _questions(1 if method in ("dragin", "seakr") else 2)  # their calls cost most
+    questions = _questions(1 if method in ("dragin", "seakr", "ircot") else 2)  # costliest
     passages = [p["text"] for q in questions for p in q["paragraphs"]]
     retriever = create_bm25_retriever(passages, k=3)
     config = CONFIGS.get(method) or config_class(method)(generate_max_length=64)

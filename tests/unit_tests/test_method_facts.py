@@ -22,6 +22,7 @@ PAPERS = {
     "single_round": "SR-RAG",
     "fix_length": "FL-RAG",
     "fix_sentence": "FS-RAG",
+    "ircot": "IRCoT",
     "flare": "FLARE",
     "dragin": "DRAGIN",
     "seakr": "SeaKR",

@@ -267,6 +267,7 @@ ONE_SENTENCE = " Anna Berg was born in 1931, so the answer is 1931.\nQuestion: n
         ("single_round", [ONE_SENTENCE]),
         ("fix_length", [ONE_SENTENCE]),
         ("fix_sentence", [ONE_SENTENCE]),
+        ("ircot", [ONE_SENTENCE]),
         ("vanilla", [" [Yes]\nmore", " 1931\nQuestion: next?"]),
         ("ta_are", [" [No]\nmore", " 1931\nQuestion: next?"]),
     ],

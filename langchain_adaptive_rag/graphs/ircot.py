@@ -1,0 +1,196 @@
+"""IRCoT: interleaving retrieval with chain-of-thought reasoning (Trivedi et al., ACL 2023).
+
+Algorithm (the paper's retriever, then its reader):
+
+1. retrieve ``K`` paragraphs with the question; they start the collection;
+2. reason: generate the next chain-of-thought sentence from the question, every collected
+   paragraph and the chain so far, keeping the first new sentence only;
+3. stop when that sentence gives the answer ("So the answer is") or after
+   ``max_steps`` reasoning steps;
+4. otherwise retrieve ``K`` paragraphs with that sentence as the query, add the ones not
+   collected yet (at most ``max_paragraphs`` in all) and go to 2;
+5. read: answer the question over the collected paragraphs (``reader="cot"``: a fresh
+   chain of thought; ``"direct"``: the answer alone; ``"none"``: the chain's own answer).
+
+In graph terms: no look-ahead draft; ``score_need`` retrieves every round while steps are
+left; ``formulate_query`` is the question, then the latest sentence; ``rerank`` adds the
+new paragraphs to the collection; ``continue_generation`` keeps one sentence;
+``finalize`` runs the reader. Unlike FS-RAG, which reads only the latest retrieval's
+documents, every step reads the whole collection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    GraphModel,
+    Policy,
+    RunContext,
+    bump,
+    retrieval_decision,
+)
+from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer, read_answer_as
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
+from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
+from langchain_adaptive_rag.streaming import token_stream
+
+__all__ = ["IRCoTConfig", "IRCoTPolicy", "IRCoTReader", "create_ircot_graph"]
+
+IRCoTReader = Literal["cot", "direct", "none"]
+"""How IRCoT answers at the end: ``cot`` a fresh chain of thought over the collected
+paragraphs, ``direct`` the answer alone over them, ``none`` the interleaved chain's own
+answer (as in FlashRAG's IRCoT)."""
+
+
+@dataclass(frozen=True)
+class IRCoTConfig(GenerationConfig):
+    """IRCoT settings (the paper's symbols and values)."""
+
+    retrieve_topk: int = 4
+    """Paragraphs per retrieval (``K``; the paper picks K from {2, 4, 6, 8} on dev data)."""
+    max_steps: int = 8
+    """Reasoning steps at most (the paper stops after 8)."""
+    max_paragraphs: int = 15
+    """Paragraphs collected at most (the paper: 15); later ones are not added."""
+    reader: IRCoTReader = "cot"
+    """The answer step (see [`IRCoTReader`][]); the paper chooses CoT or direct reading
+    on dev data."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("max_steps", "max_paragraphs"):
+            value = getattr(self, name)
+            if value < 1:
+                msg = f"IRCoTConfig.{name} must be >= 1, got {value}."
+                raise AdaptiveRAGError(msg)
+
+
+class IRCoTPolicy(Policy):
+    """IRCoT: one chain-of-thought sentence, one retrieval with it, paragraphs collected."""
+
+    name = "ircot"
+    display_name = "IRCoT"
+    config_class = IRCoTConfig
+    colour = "#393b79"
+    config: IRCoTConfig
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """No look-ahead: every step retrieves."""
+        return {}
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Retrieve before every reasoning step (step 1 with the question)."""
+        step = state.get("step", 0)
+        return {"route": "retrieve", "decision": retrieval_decision(step + 1, retrieve=True)}
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The question first, then the latest chain-of-thought sentence."""
+        return state.get("last_accepted", "").strip() or state["question"]
+
+    def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Add the retrieved paragraphs not collected yet, up to ``max_paragraphs``.
+
+        Returns:
+            The whole collection as ``docs`` (and ``kept_docs``), and the retriever
+            ranks of the paragraphs this retrieval added as ``rerank_order``.
+        """
+        collected = list(state.get("kept_docs", []))
+        known = {doc["id"] for doc in collected}
+        added: list[int] = []
+        for rank, doc in enumerate(state.get("docs", [])):
+            if len(collected) >= self.config.max_paragraphs:
+                break
+            if doc["id"] not in known:
+                collected.append(doc)
+                known.add(doc["id"])
+                added.append(rank)
+        return {"docs": collected, "kept_docs": collected, "rerank_order": added}
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate over the collection and keep the first sentence; stop at ``max_steps``."""
+        update = self.continue_first_sentence(ctx, state)
+        step = state.get("step", 0) + 1
+        update["step"] = step
+        update["finished"] = bool(update["finished"]) or step >= self.config.max_steps
+        return update
+
+    def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Read the answer over the collected paragraphs (the configured reader).
+
+        ``cot``: a fresh chain of thought over them; when it gives no answer, it is read on
+        from the forced "So the answer is", with the paragraphs still in the prompt.
+        ``direct``: the reader's text starts at that marker. ``none``: the chain's own
+        answer, as every other method's.
+        """
+        if self.config.reader == "none":
+            return super().finalize(ctx, state)
+        collected: list[RetrievedDoc] = list(state.get("kept_docs", []))
+        counts = state.get("counts")
+        text = ""
+        if self.config.reader == "cot":
+            text, tokens = self._generate_text(
+                ctx, state, collected, "", self.config.generate_max_length
+            )
+            counts = bump(counts, llm_calls=1, generated_tokens=tokens)
+            answer = extract_answer(text, ctx.prompts.answer_marker, ctx.prompts.answer_kind)
+            if answer is not None:
+                return {"answer": answer, "text": text, "counts": counts}
+        stem = text + ctx.prompts.forced_answer
+        read, tokens = self._generate_text(
+            ctx, state, collected, stem, self.config.forced_answer_tokens
+        )
+        return {
+            "answer": read_answer_as(read, ctx.prompts.answer_kind),
+            "text": stem + read,
+            "counts": bump(counts, llm_calls=1, generated_tokens=tokens),
+        }
+
+    def _generate_text(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        collected: list[RetrievedDoc],
+        text: str,
+        budget: int,
+    ) -> tuple[str, int]:
+        prompt = build_prompt(
+            ctx.prompts, state["question"], text, collected, state.get("history", [])
+        )
+        with token_stream(prompt, self.name) as sink:
+            trace = ctx.model.generate_trace(
+                prompt, decoding=self.decoding(ctx, budget, ctx.prompts.stop), on_token=sink
+            )[0]
+        return trace.text, trace.num_tokens
+
+
+def create_ircot_graph(
+    model: GraphModel,
+    retriever: Retriever,
+    *,
+    config: IRCoTConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """IRCoT graph: a retrieval per chain-of-thought sentence, then a reader.
+
+    Runs on any chat model (it reads no token signals).
+    """
+    policy = IRCoTPolicy(config or IRCoTConfig())
+    return build_adaptive_rag_graph(
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
+    )
