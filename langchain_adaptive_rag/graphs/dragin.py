@@ -42,6 +42,7 @@ from langchain_adaptive_rag.policy import (
 )
 from langchain_adaptive_rag.pos import content_flags, load_pos_tagger, load_sentence_splitter
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
+from langchain_adaptive_rag.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     Word,
@@ -99,6 +100,13 @@ class DRAGINConfig(GenerationConfig):
     argument ``max_query_length=64``): in reference mode as that code does, tokenized
     without special tokens, the last tokens decoded (a word may be cut); in paper mode, and
     for a model without a tokenizer, whole words are kept."""
+    query_formulation: Literal["qfs", "last_sentence", "last_n_tokens", "full_context"] = "qfs"
+    """What a retrieval asks [``query_formulation``], the DRAGIN paper's Table 6: ``qfs``
+    (QFS, the code's ``real_words``), or a query from the context before the triggering
+    sentence (question, accepted text, the draft's earlier sentences; see
+    [`ContextQuery`][langchain_adaptive_rag.query_formulation.ContextQuery]): its last
+    sentence, its last ``query_top_n`` tokens (the code's ``retrieve_keep_top_k`` counts
+    both), or all of it. RIND decides when, whichever query is asked."""
     attention_mode: Literal["reference", "inline"] = "reference"
     """``reference`` (default): a separate forward pass over the draft, as the DRAGIN code,
     whose thresholds were tuned under it; ``inline``: the rows captured while generating
@@ -313,7 +321,13 @@ class DRAGINPolicy(Policy):
         return flags
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
-        """QFS: the content words the triggering words attend to most."""
+        """QFS: the content words the triggering words attend to most.
+
+        With another ``query_formulation``, that query of the context before the trigger
+        (cut to ``query_max_tokens`` as every query).
+        """
+        if self.config.query_formulation != "qfs":
+            return self._context_query(ctx, state)
         if self.config.mode == "reference":
             return self._reference_query(ctx, state)
         inputs = state.get("query_inputs", {})
@@ -339,6 +353,22 @@ class DRAGINPolicy(Policy):
         exclude = {i for i, w in enumerate(earlier) if _norm(w.text) in excluded}
         chosen = qfs_select(weights, content, exclude, self.config.query_top_n)
         return self._truncate([earlier[i] for i in chosen]) or state["question"]
+
+    def _context_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The configured query of the question, accepted text and draft before the trigger."""
+        inputs = state.get("query_inputs", {})
+        reference = self.config.mode == "reference"
+        pending = str(inputs.get("earlier" if reference else "prefix", ""))
+        context = context_before_trigger(state["question"], state.get("text", ""), pending)
+        query = context_query(
+            self.config.query_formulation,  # type: ignore[arg-type]
+            context,
+            ctx,
+            last_n=self.config.query_top_n,
+            reference=reference,
+            spacy_model=self.config.spacy_model,
+        )
+        return self.cut_query(ctx, query, self.config.query_max_tokens)
 
     def _reference_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """QFS as the DRAGIN code.

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from langgraph.types import Checkpointer
 
@@ -23,6 +24,7 @@ from langchain_adaptive_rag.policy import (
     retrieval_decision,
 )
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState
 
@@ -93,6 +95,10 @@ class FixLengthConfig(GenerationConfig):
     """Tokens generated between retrievals (``n``). The DRAGIN code reads
     ``fix_length`` from its config but its configs never set it; 32 is this package's
     choice: about one sentence of the papers' chain-of-thought answers."""
+    query_formulation: Literal["last_chunk", "last_sentence", "full_context"] = "last_chunk"
+    """What a retrieval asks: the previous ``n`` tokens (FL-RAG), or, for the DRAGIN
+    paper's comparison of timings under one query (its Table 4), the last sentence of the
+    question and the accepted text, or all of it."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,6 +115,13 @@ class FixLengthPolicy(_RetrieveEveryRound):
     config_class = FixLengthConfig
     colour = "#bcbd22"
     config: FixLengthConfig
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The previous chunk (the question first), or the configured context query."""
+        if self.config.query_formulation == "last_chunk":
+            return super().formulate_query(ctx, state)
+        context = context_before_trigger(state["question"], state.get("text", ""))
+        return context_query(self.config.query_formulation, context, ctx, last_n=0, reference=False)
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate the next ``fix_length`` tokens with the documents; accept them all."""

@@ -35,6 +35,7 @@ from langchain_adaptive_rag.policy import (
 )
 from langchain_adaptive_rag.pos import load_sentence_splitter
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     FlareDecision,
@@ -93,6 +94,14 @@ class FLAREConfig(GenerationConfig):
     query_max_tokens: int = 64
     """Reference mode with ``trigger="mean"``: the query is cut to its last this-many model
     tokens, as the DRAGIN code's retriever does (``max_query_length=64``)."""
+    query_formulation: Literal["masked_sentence", "last_sentence", "full_context"] = (
+        "masked_sentence"
+    )
+    """What a retrieval asks: FLARE's masked uncertain sentence, or, for the DRAGIN
+    paper's comparison of timings under one query (its Table 4), the last sentence of
+    the question and the accepted text, or all of it (see
+    [`ContextQuery`][langchain_adaptive_rag.query_formulation.ContextQuery]). The trigger
+    decides when, whichever query is asked."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -264,13 +273,25 @@ class FLAREPolicy(Policy):
         return update
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
-        """The masked uncertain sentence.
+        """The masked uncertain sentence (or the configured ``query_formulation``).
 
         Reference mode with ``trigger="mean"`` cuts it to ``query_max_tokens`` tokens and
-        sends a blank one as it is.
+        sends a blank one as it is; a query of the context is cut so in every mode.
         """
+        reference = self.config.trigger == "mean" and self.config.mode == "reference"
+        if self.config.query_formulation != "masked_sentence":
+            context = context_before_trigger(state["question"], state.get("text", ""))
+            query = context_query(
+                self.config.query_formulation,
+                context,
+                ctx,
+                last_n=0,  # not a choice here
+                reference=reference,
+                spacy_model=self.config.spacy_model,
+            )
+            return self.cut_query(ctx, query, self.config.query_max_tokens)
         query = str(state.get("query_inputs", {}).get("query", ""))
-        if self.config.trigger == "mean" and self.config.mode == "reference":
+        if reference:
             return self.cut_query(ctx, query, self.config.query_max_tokens)
         return query
 

@@ -359,3 +359,44 @@ def test_reference_reads_the_answer_before_the_next_made_up_question() -> None:
         ).invoke({"question": QUESTION})
         assert result["answer"] == answer, mode
         assert "Carl" not in result["text"], mode
+
+
+CONTEXT_QUERIES = {
+    # the code's forward_all: the question, the accepted text, the draft before the
+    # triggering sentence (reference); paper mode accepts the earlier sentence and keeps
+    # the triggering sentence's words before the trigger as well
+    ("reference", "full_context"): f"{QUESTION} Blue Harbour was directed by Anna Berg.",
+    ("reference", "last_sentence"): "Blue Harbour was directed by Anna Berg.",
+    ("reference", "last_n_tokens"): "by Anna Berg.",
+    ("paper", "full_context"): (
+        f"{QUESTION} Blue Harbour was directed by Anna Berg. She was born in"
+    ),
+    ("paper", "last_sentence"): "She was born in",
+    ("paper", "last_n_tokens"): "was born in",
+}
+
+
+@pytest.mark.parametrize(("mode", "formulation"), sorted(CONTEXT_QUERIES))
+def test_query_formulations_of_table_6_ask_from_the_context_before_the_trigger(
+    mode: str, formulation: str
+) -> None:
+    model = _model(_draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930.")
+    retriever = RecordingRetriever()
+    config = DRAGINConfig(query_top_n=3, mode=mode, query_formulation=formulation)  # type: ignore[arg-type]
+    result = create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    (event,) = result["retrievals"]
+    assert event["trigger_word"] == "1931."  # RIND decides when, as with QFS
+    assert retriever.queries == [CONTEXT_QUERIES[mode, formulation]]
+    assert model.attention_texts[1] == " So the answer is 1930."  # no QFS forward pass
+
+
+def test_query_formulation_is_a_per_call_setting() -> None:
+    model = _model(_draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930.")
+    retriever = RecordingRetriever()
+    graph = create_dragin_graph(model, retriever, config=DRAGINConfig(), prompts=NO_SHOTS)
+    graph.invoke({"question": QUESTION}, context={"query_formulation": "last_sentence"})
+    assert retriever.queries == ["Blue Harbour was directed by Anna Berg."]
+    with pytest.raises(AdaptiveRAGError, match="query_formulation must be one of 'qfs'"):
+        DRAGINConfig(query_formulation="last_word")  # type: ignore[arg-type]

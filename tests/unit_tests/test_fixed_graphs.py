@@ -347,3 +347,22 @@ def test_generations_stream_tokens_only_when_a_callback_handler_listens() -> Non
     listened.clear()
     list(graph.stream({"question": QUESTION}, stream_mode="messages"))
     assert listened and all(listened)
+
+
+@pytest.mark.parametrize(
+    ("formulation", "queries"),
+    [
+        ("last_chunk", [QUESTION, "Blue Harbour was directed"]),
+        ("last_sentence", [QUESTION, "Blue Harbour was directed"]),
+        ("full_context", [QUESTION, f"{QUESTION} Blue Harbour was directed"]),
+    ],
+)
+def test_fix_length_timing_with_another_query(formulation: str, queries: list[str]) -> None:
+    # the DRAGIN paper's Table 4: FL-RAG's timing, a query shared by every method
+    model = FakeTraceModel([" Blue Harbour was directed", " by Anna Berg.", " 1931."])
+    retriever = RecordingRetriever()
+    config = FixLengthConfig(fix_length=4, generate_max_length=7, query_formulation=formulation)  # type: ignore[arg-type]
+    create_fix_length_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == queries

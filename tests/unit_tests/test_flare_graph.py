@@ -220,3 +220,24 @@ def test_reference_query_is_cut_as_the_codes_retriever_cuts_it() -> None:
     assert retriever.queries == ["in France"]
     with pytest.raises(AdaptiveRAGError, match="query_max_tokens must be >= 1, got 0"):
         FLAREConfig(query_max_tokens=0)
+
+
+@pytest.mark.parametrize(
+    ("formulation", "query"),
+    [
+        ("last_sentence", "It was directed by Anna Berg."),
+        ("full_context", f"{QUESTION} It was directed by Anna Berg."),
+    ],
+)
+def test_timing_only_asks_from_the_context_before_the_uncertain_sentence(
+    formulation: str, query: str
+) -> None:
+    # the DRAGIN paper's Table 4: FLARE's trigger, a query shared by every method
+    model = FakeTraceModel([_draft(), " Anna Berg was born in 1930.", " So the answer is 1930."])
+    retriever = RecordingRetriever()
+    config = FLAREConfig(query_formulation=formulation)  # type: ignore[arg-type]
+    result = create_flare_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert retriever.queries == [query]
+    assert result["retrievals"][0]["trigger_word"] == "1931."  # the same trigger
