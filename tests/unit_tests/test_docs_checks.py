@@ -51,3 +51,10 @@ def test_rendered_links_and_code_pass(caplog: pytest.LogCaptureFixture) -> None:
         "<code>theta: 1.5</code>; a time 12:30.</p>"
     )
     assert _check(html, caplog) == []
+
+
+def test_the_docs_build_fails_on_a_warning() -> None:
+    # mkdocs' --quiet drops warnings before --strict counts them: the build must not be quiet
+    makefile = (HOOK.parents[1] / "Makefile").read_text(encoding="utf-8")
+    builds = [line for line in makefile.splitlines() if "mkdocs build" in line]
+    assert builds and all("--strict" in line and "--quiet" not in line for line in builds)
