@@ -14,6 +14,7 @@ Every run writes as it goes under ``--out``: run the command again and it resume
 
 Run:
     python benchmarks/toy_methods.py [--out runs/toy] [--dev-limit N] [--test-limit N]
+        [--methods ircot,dragin]
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ def main() -> None:
     parser.add_argument("--out", default="runs/toy", help="directory of every run (resumable)")
     parser.add_argument("--dev-limit", type=int, default=0, help="dev questions (0: all)")
     parser.add_argument("--test-limit", type=int, default=0, help="test questions (0: all)")
+    parser.add_argument(
+        "--methods", default=",".join(AVAILABLE_METHODS), help="comma-separated (default: all)"
+    )
     args = parser.parse_args()
+    methods = args.methods.split(",")
     torch.set_num_threads(2)
     out = Path(args.out)
     model = load_toy_model()
@@ -97,6 +102,8 @@ def main() -> None:
 
     chosen: dict[str, float] = {}
     for method, values in SWEEPS.items():
+        if method not in methods:
+            continue
         start = time.time()
         points = calibrate_threshold(
             method,  # type: ignore[arg-type]
@@ -131,7 +138,7 @@ def main() -> None:
     )
     print(header)
     print("|---|" + "---:|" * 9)
-    for method in AVAILABLE_METHODS:
+    for method in methods:
         config = TOY_CONFIGS[method]
         if method in chosen:
             config = dataclasses.replace(config, **{THRESHOLD_FIELDS[method]: chosen[method]})  # type: ignore[arg-type]
