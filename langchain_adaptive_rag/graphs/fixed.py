@@ -34,6 +34,7 @@ __all__ = [
     "FixSentenceConfig",
     "FixSentencePolicy",
     "NoRetrievalPolicy",
+    "RetrieveEveryRound",
     "SingleRoundPolicy",
     "create_fix_length_graph",
     "create_fix_sentence_graph",
@@ -50,7 +51,7 @@ class NoRetrievalPolicy(Policy):
     colour = "#7f7f7f"
 
 
-class _RetrieveEveryRound(Policy):
+class RetrieveEveryRound(Policy):
     """Skip the look-ahead: every round retrieves, then generates with the documents."""
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -68,7 +69,7 @@ class _RetrieveEveryRound(Policy):
         return previous or state["question"]
 
 
-class SingleRoundPolicy(_RetrieveEveryRound):
+class SingleRoundPolicy(RetrieveEveryRound):
     """SR-RAG: one retrieval with the question, before any text."""
 
     name = "single_round"
@@ -107,7 +108,7 @@ class FixLengthConfig(GenerationConfig):
             raise AdaptiveRAGError(msg)
 
 
-class FixLengthPolicy(_RetrieveEveryRound):
+class FixLengthPolicy(RetrieveEveryRound):
     """FL-RAG: retrieve with the previous chunk, generate the next ``n`` tokens."""
 
     name = "fix_length"
@@ -142,7 +143,7 @@ class FixSentenceConfig(GenerationConfig):
     """FS-RAG settings (sentences end at ``.``, ``!`` or ``?`` before a space)."""
 
 
-class FixSentencePolicy(_RetrieveEveryRound):
+class FixSentencePolicy(RetrieveEveryRound):
     """FS-RAG: retrieve with the previous sentence, keep the next sentence only."""
 
     name = "fix_sentence"

@@ -28,13 +28,12 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.fixed import RetrieveEveryRound
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
     GraphModel,
-    Policy,
     RunContext,
     bump,
-    retrieval_decision,
 )
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer, read_answer_as
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
@@ -72,27 +71,18 @@ class IRCoTConfig(GenerationConfig):
                 raise AdaptiveRAGError(msg)
 
 
-class IRCoTPolicy(Policy):
-    """IRCoT: one chain-of-thought sentence, one retrieval with it, paragraphs collected."""
+class IRCoTPolicy(RetrieveEveryRound):
+    """IRCoT: one chain-of-thought sentence, one retrieval with it, paragraphs collected.
+
+    Its schedule is the fixed baselines' (no draft; retrieve every round with the question,
+    then the text accepted last); it adds the collection, the step limit and the reader.
+    """
 
     name = "ircot"
     display_name = "IRCoT"
     config_class = IRCoTConfig
     colour = "#393b79"
     config: IRCoTConfig
-
-    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """No look-ahead: every step retrieves."""
-        return {}
-
-    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """Retrieve before every reasoning step (step 1 with the question)."""
-        step = state.get("step", 0)
-        return {"route": "retrieve", "decision": retrieval_decision(step + 1, retrieve=True)}
-
-    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
-        """The question first, then the latest chain-of-thought sentence."""
-        return state.get("last_accepted", "").strip() or state["question"]
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Add the retrieved paragraphs not collected yet, up to ``max_paragraphs``.
