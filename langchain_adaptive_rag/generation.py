@@ -92,6 +92,9 @@ class DecodingOptions:
     """Distribution that logprobs and entropies are computed from."""
     top_logprobs: int = 0
     """How many alternatives (token, logprob) to record per position."""
+    token_logprobs: tuple[int, ...] = ()
+    """Token ids whose log-probabilities are recorded at every position, whatever their
+    rank (Self-RAG reads its reflection tokens' so)."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -117,6 +120,12 @@ class DecodingOptions:
             raise AdaptiveRAGError(msg)
         if not 0 <= self.top_logprobs <= 20:
             msg = f"top_logprobs must be in [0, 20], got {self.top_logprobs}."
+            raise AdaptiveRAGError(msg)
+        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in self.token_logprobs):
+            msg = (
+                f"token_logprobs must be a tuple of token ids (integers >= 0), got "
+                f"{self.token_logprobs!r}."
+            )
             raise AdaptiveRAGError(msg)
 
     @property
@@ -227,6 +236,10 @@ class GenerationTrace:
     """Most likely token ids at each position, shape ``(T, top_logprobs)``."""
     top_logprobs: np.ndarray | None = None
     """Their log-probabilities, shape ``(T, top_logprobs)``."""
+    token_logprobs: np.ndarray | None = None
+    """Log-probabilities of ``DecodingOptions.token_logprobs`` at each position, shape
+    ``(T, len(token_logprobs))``; ``None`` when none were asked for (or the model cannot
+    give them: a served model)."""
     entropy_outside_mass: np.ndarray | None = None
     """``None`` when ``entropies`` are exact (over the whole vocabulary). A served model's
     entropies are lower bounds from its top-k log-probabilities
@@ -272,6 +285,7 @@ class _Sample:
     logsumexps: list[float] = field(default_factory=list)
     top_ids: list[tuple[int, ...]] = field(default_factory=list)
     top_lps: list[tuple[float, ...]] = field(default_factory=list)
+    watched_lps: list[list[float]] = field(default_factory=list)
     text: str = ""
     released: int = 0
     finish_reason: FinishReason | None = None
@@ -517,7 +531,7 @@ class TraceDecoder:
                 continue
             entropy = own.entropies[i] if own is not None else step.entropy[row]
             top = None
-            if self.decoding.top_logprobs:  # the row's distribution, for its alternatives
+            if self.decoding.top_logprobs or self.decoding.token_logprobs:  # the row's distribution
                 top = own.signal_logp[i] if own is not None else step.raw[row]
             self._append(sample, token, logprob, entropy, top)
             sample.logsumexps.append(step.logsumexp[row])  # raw logits: the energy score
@@ -539,6 +553,10 @@ class TraceDecoder:
             values, indices = torch.topk(logp, options.top_logprobs)
             sample.top_ids.append(tuple(int(i) for i in indices.tolist()))
             sample.top_lps.append(tuple(float(v) for v in values.tolist()))
+        if options.token_logprobs and logp is not None:
+            sample.watched_lps.append(
+                [float(v) for v in logp[list(options.token_logprobs)].tolist()]
+            )
         piece = decoded_piece(self._decode_text, sample.ids, sample.text)
         sample.pieces.append(piece)
         sample.text += piece
@@ -649,6 +667,11 @@ class TraceDecoder:
             else None,
             top_logprobs=np.asarray(sample.top_lps, dtype=np.float32).reshape(count, top)
             if top
+            else None,
+            token_logprobs=np.asarray(sample.watched_lps, dtype=np.float32).reshape(
+                count, len(self.decoding.token_logprobs)
+            )
+            if self.decoding.token_logprobs
             else None,
         )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,6 +33,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "FakeTraceModel",
     "ScriptedResponse",
+    "ScriptedVocabulary",
     "TinyArchitecture",
     "create_tiny_model",
     "train_tokenizer",
@@ -116,6 +117,7 @@ def create_tiny_model(
     num_heads: int = 4,
     max_positions: int = 1024,
     seed: int = 0,
+    extra_tokens: Sequence[str] = (),
 ) -> Path:
     """Save a randomly initialised causal LM and a trained tokenizer under ``path``.
 
@@ -134,6 +136,8 @@ def create_tiny_model(
         num_heads: Attention heads.
         max_positions: Context length.
         seed: Seed of the random weights.
+        extra_tokens: Special tokens added to the vocabulary, one id each (Self-RAG's
+            reflection tokens).
 
     Returns:
         The directory.
@@ -156,6 +160,8 @@ def create_tiny_model(
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer()
+    if extra_tokens:
+        tokenizer.add_tokens(list(extra_tokens), special_tokens=True)  # type: ignore[attr-defined]
     vocab = len(tokenizer)  # type: ignore[arg-type]
     bos, eos, pad = 1, 2, 3
     im_end = SPECIAL_TOKENS.index("<|im_end|>")
@@ -239,6 +245,11 @@ class ScriptedResponse:
     """The hidden state to report when one is asked for (default: zeros of size 4)."""
     logsumexp: tuple[float, ...] | None = None
     """``logsumexp`` of each position's logits (default: 0)."""
+    token_ids: tuple[int, ...] | None = None
+    """Each token's id (default: its index)."""
+    token_logprobs: tuple[Mapping[int, float], ...] | None = None
+    """Per position, log-probabilities of token ids; a call's
+    ``DecodingOptions.token_logprobs`` reads them (an id a position does not list: -100)."""
 
     def pieces(self) -> list[str]:
         """The token pieces of the response."""
@@ -248,6 +259,24 @@ class ScriptedResponse:
                 raise ValueError(msg)
             return list(self.tokens)
         return re.findall(r"\s*\S+", self.text) or ([self.text] if self.text else [])
+
+
+class ScriptedVocabulary:
+    """Token ids by text, looked up as a ``transformers`` tokenizer does."""
+
+    unk_token_id: int | None = None
+
+    def __init__(self, ids: Mapping[str, int]) -> None:
+        """Keep the ids.
+
+        Args:
+            ids: Token text to id.
+        """
+        self.ids = dict(ids)
+
+    def convert_tokens_to_ids(self, tokens: str) -> int | None:
+        """The id of ``tokens``, ``None`` when it is not in the vocabulary."""
+        return self.ids.get(tokens)
 
 
 class FakeTraceModel:
@@ -264,6 +293,7 @@ class FakeTraceModel:
         *,
         attention_available: bool = True,
         forward_attention_fn: Callable[[list[str]], np.ndarray] | None = None,
+        vocabulary: Mapping[str, int] | None = None,
     ) -> None:
         """Script the responses.
 
@@ -272,7 +302,10 @@ class FakeTraceModel:
             attention_available: What ``attention_available`` reports.
             forward_attention_fn: Per-head attention ``(H, S, S)`` for the word pieces of
                 a ``forward_attention`` text (default: one head, uniform causal).
+            vocabulary: Token ids by token text, served as ``hf_tokenizer``'s
+                ``convert_tokens_to_ids`` (Self-RAG looks its reflection tokens up so).
         """
+        self._vocabulary = dict(vocabulary) if vocabulary is not None else None
         self.forward_attention_fn = forward_attention_fn or _uniform_causal
         self.attention_texts: list[str] = []
         self.calls: list[dict[str, object]] = []
@@ -286,6 +319,11 @@ class FakeTraceModel:
     def attention_available(self) -> bool:
         """Whether attention capture is reported as available."""
         return self._attention
+
+    @property
+    def hf_tokenizer(self) -> ScriptedVocabulary | None:
+        """The scripted vocabulary's lookup, or ``None`` when none was given."""
+        return None if self._vocabulary is None else ScriptedVocabulary(self._vocabulary)
 
     def check_attention(self, layer: int) -> None:
         """Fail as a model without attention rows would, when scripted so.
@@ -342,7 +380,12 @@ class FakeTraceModel:
         )
         traces = [
             self._one(
-                prompt, options.max_new_tokens, options.stop, signals.attention, signals.hidden
+                prompt,
+                options.max_new_tokens,
+                options.stop,
+                signals.attention,
+                signals.hidden,
+                options.token_logprobs,
             )
             for _ in range(count)
         ]
@@ -368,6 +411,7 @@ class FakeTraceModel:
         stop: Sequence[str] | None,
         attention: bool,
         hidden: bool,
+        watched: Sequence[int] = (),
     ) -> GenerationTrace:
         """One scripted response as a trace."""
         if len(self.prompts) >= len(self.responses):
@@ -420,9 +464,18 @@ class FakeTraceModel:
         hidden_state = None
         if hidden:
             hidden_state = np.asarray(response.hidden or (0.0,) * 4, dtype=np.float32)
+        ids = list(response.token_ids or range(len(response.pieces())))[:count]
+        watched_logprobs = None
+        if watched:
+            rows = list(response.token_logprobs or ())[:count]
+            rows += [{}] * (count - len(rows))
+            watched_logprobs = np.asarray(
+                [[row.get(i, -100.0) for i in watched] for row in rows], dtype=np.float32
+            ).reshape(count, len(watched))
         return GenerationTrace(
             prompt_ids=np.zeros(0, dtype=np.int64),
-            token_ids=np.arange(count, dtype=np.int64),
+            token_ids=np.asarray(ids, dtype=np.int64),
+            token_logprobs=watched_logprobs,
             tokens=kept,
             text=text,
             logprobs=np.asarray(logprobs[:count], dtype=np.float32),
