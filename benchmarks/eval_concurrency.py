@@ -48,7 +48,7 @@ from langchain_adaptive_rag.toyworld import (
     toy_retriever,
 )
 from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
-from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
+from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, TOY_METHODS
 
 
 def _agreement(agreements: list[RunAgreement]) -> str:
@@ -100,7 +100,9 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=48)
     parser.add_argument("--warmup", type=int, default=8, help="questions run first, untimed")
     parser.add_argument(
-        "--methods", default=",".join(AVAILABLE_METHODS), help="comma-separated (default: all)"
+        "--methods",
+        default=",".join(TOY_METHODS),
+        help="comma-separated (default: all the toy model runs)",
     )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(

@@ -27,14 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name, policy_class
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 
 DATASETS = {
     "hotpotqa": "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl",
     "2wikimultihopqa": "2wikimultihopqa/2wiki_adarag_dev500_ctx.jsonl",
 }
-METHODS = list(AVAILABLE_METHODS)
+METHODS = [m for m in AVAILABLE_METHODS if policy_class(m).trained_model is None]
+"""Every method Gemma 3 270M runs (not Self-RAG: it needs its reflection tokens)."""
 # the papers' claims as (better, worse) pairs compared on the same questions
 CLAIMS = [
     ("dragin", "flare"),

@@ -36,7 +36,7 @@ from langchain_adaptive_rag.evaluation.calibration import (
 )
 from langchain_adaptive_rag.evaluation.datasets import Example
 from langchain_adaptive_rag.evaluation.results import read_results
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
+from langchain_adaptive_rag.graphs import display_name
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
     load_toy_model,
@@ -45,7 +45,7 @@ from langchain_adaptive_rag.toyworld import (
     toy_retriever,
 )
 from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
-from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
+from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, TOY_METHODS
 from langchain_adaptive_rag.toyworld.questions import QuestionCategory
 
 SWEEPS: dict[str, tuple[float, ...]] = {
@@ -87,7 +87,9 @@ def main() -> None:
     parser.add_argument("--dev-limit", type=int, default=0, help="dev questions (0: all)")
     parser.add_argument("--test-limit", type=int, default=0, help="test questions (0: all)")
     parser.add_argument(
-        "--methods", default=",".join(AVAILABLE_METHODS), help="comma-separated (default: all)"
+        "--methods",
+        default=",".join(TOY_METHODS),
+        help="comma-separated (default: all the toy model runs)",
     )
     args = parser.parse_args()
     methods = args.methods.split(",")

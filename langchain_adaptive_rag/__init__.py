@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs import (
         AVAILABLE_METHODS,
         create_adaptive_rag_graph,
+        create_adaptive_rag_router_graph,
         create_dragin_graph,
         create_fix_length_graph,
         create_fix_sentence_graph,
@@ -40,15 +41,18 @@ if TYPE_CHECKING:
         create_ircot_graph,
         create_no_retrieval_graph,
         create_seakr_graph,
+        create_self_rag_graph,
         create_single_round_graph,
         create_ta_are_graph,
         create_vanilla_graph,
     )
+    from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
     from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
     from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
     from langchain_adaptive_rag.graphs.flare import FLAREConfig
     from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
     from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+    from langchain_adaptive_rag.graphs.self_rag import SelfRAGConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
     from langchain_adaptive_rag.policy import GenerationConfig
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.served import ServedModel
 
 _EXPORTS: dict[str, str] = {
+    "AdaptiveRAGConfig": "langchain_adaptive_rag.graphs.adaptive_rag",
     "AdaptiveRAGError": "langchain_adaptive_rag.errors",
     "AttentionMatrix": "langchain_adaptive_rag.chat_models",
     "AttentionUnavailableError": "langchain_adaptive_rag.errors",
@@ -70,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "CallCancelledError": "langchain_adaptive_rag.errors",
     "ChatTransformers": "langchain_adaptive_rag.chat_models",
     "create_adaptive_rag_graph": "langchain_adaptive_rag.graphs",
+    "create_adaptive_rag_router_graph": "langchain_adaptive_rag.graphs",
     "create_bm25_retriever": "langchain_adaptive_rag.retrievers",
     "create_dragin_graph": "langchain_adaptive_rag.graphs",
     "create_fix_length_graph": "langchain_adaptive_rag.graphs",
@@ -79,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "create_rag_tool": "langchain_adaptive_rag.graphs.tool",
     "create_no_retrieval_graph": "langchain_adaptive_rag.graphs",
     "create_seakr_graph": "langchain_adaptive_rag.graphs",
+    "create_self_rag_graph": "langchain_adaptive_rag.graphs",
     "create_single_round_graph": "langchain_adaptive_rag.graphs",
     "create_ta_are_graph": "langchain_adaptive_rag.graphs",
     "create_vanilla_graph": "langchain_adaptive_rag.graphs",
@@ -100,6 +107,7 @@ _EXPORTS: dict[str, str] = {
     "QAPrompts": "langchain_adaptive_rag.prompts",
     "RetrieverOptions": "langchain_adaptive_rag.retrieving",
     "SeaKRConfig": "langchain_adaptive_rag.graphs.seakr",
+    "SelfRAGConfig": "langchain_adaptive_rag.graphs.self_rag",
     "ServedModel": "langchain_adaptive_rag.served",
     "TAAREConfig": "langchain_adaptive_rag.graphs.ta_are",
     "TokenSignals": "langchain_adaptive_rag.chat_models",
@@ -109,6 +117,7 @@ command line and light submodules start without loading torch and transformers."
 
 __all__ = [
     "AVAILABLE_METHODS",
+    "AdaptiveRAGConfig",
     "AdaptiveRAGError",
     "AttentionMatrix",
     "AttentionUnavailableError",
@@ -129,10 +138,12 @@ __all__ = [
     "QAPrompts",
     "RetrieverOptions",
     "SeaKRConfig",
+    "SelfRAGConfig",
     "ServedModel",
     "TAAREConfig",
     "TokenSignals",
     "create_adaptive_rag_graph",
+    "create_adaptive_rag_router_graph",
     "create_bm25_retriever",
     "create_dragin_graph",
     "create_fix_length_graph",
@@ -142,6 +153,7 @@ __all__ = [
     "create_no_retrieval_graph",
     "create_rag_tool",
     "create_seakr_graph",
+    "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",

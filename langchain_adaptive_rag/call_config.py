@@ -54,11 +54,16 @@ def context_schema(config_class: type[Any]) -> type[Any]:
     return schema
 
 
-def call_overrides(config: Any) -> dict[str, object]:
+def call_overrides(
+    config: Any, *, enclosing_fields: frozenset[str] = frozenset()
+) -> dict[str, object]:
     """The fields of ``config`` this run changes, from its context and ``configurable``.
 
     Args:
         config: The graph's build-time config (a dataclass instance).
+        enclosing_fields: Context fields of the graph this one runs in as a subgraph
+            (Adaptive-RAG's routes): the run's context may set them, and this graph
+            takes the ones its own config has.
 
     Returns:
         Field name to value; empty outside a graph run or when nothing is changed.
@@ -85,7 +90,7 @@ def call_overrides(config: Any) -> dict[str, object]:
             f"{type(config).__name__} fields, e.g. context={{'{sorted(names)[0]}': ...}}."
         )
         raise AdaptiveRAGError(msg)
-    unknown = sorted(set(context) - names)
+    unknown = sorted(set(context) - names - enclosing_fields)
     if unknown:
         msg = (
             f"The run's context sets {', '.join(map(repr, unknown))}, which "
@@ -93,4 +98,4 @@ def call_overrides(config: Any) -> dict[str, object]:
             f"{', '.join(sorted(names))}."
         )
         raise AdaptiveRAGError(msg)
-    return {**overrides, **context}
+    return {**overrides, **{key: value for key, value in context.items() if key in names}}

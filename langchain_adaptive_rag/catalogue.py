@@ -22,9 +22,11 @@ METHOD_NAMES: tuple[str, ...] = (
     "fix_length",
     "fix_sentence",
     "ircot",
+    "adaptive_rag",
     "flare",
     "dragin",
     "seakr",
+    "self_rag",
     "vanilla",
     "ta_are",
 )

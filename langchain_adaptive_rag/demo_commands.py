@@ -20,7 +20,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.paths import check_output_file
 from langchain_adaptive_rag.evaluation.setup import batch_rows, load_chat_model
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name, policy_class
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
 
 if TYPE_CHECKING:
@@ -70,16 +70,22 @@ def run_demo(args: argparse.Namespace) -> int:
     from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
     from langchain_adaptive_rag.toyworld.comparison import (
         TOY_CONFIGS,
+        TOY_METHODS,
         demo_questions,
         format_comparison,
         format_trace,
         run_method,
     )
 
-    methods = args.methods.split(",") if args.methods else list(AVAILABLE_METHODS)
+    methods = args.methods.split(",") if args.methods else list(TOY_METHODS)
     unknown = sorted(set(methods) - set(AVAILABLE_METHODS))
     if unknown:
-        print(f"Unknown method(s) {unknown}; expected some of {list(AVAILABLE_METHODS)}.")
+        print(f"Unknown method(s) {unknown}; expected some of {list(TOY_METHODS)}.")
+        return 2
+    untrained = [m for m in methods if m not in TOY_METHODS]
+    if untrained:
+        needs = "; ".join(f"{m}: {policy_class(m).trained_model}" for m in untrained)
+        print(f"The toy model cannot run {untrained}: it needs {needs}.")
         return 2
     if args.html:  # fail before the runs, not after them
         from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib

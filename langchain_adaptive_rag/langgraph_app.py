@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
 
 __all__ = [
+    "adaptive_rag",
     "dragin",
     "fix_length",
     "fix_sentence",
@@ -90,6 +91,11 @@ def fix_sentence(config: RunnableConfig) -> AdaptiveRAGGraph:
 def ircot(config: RunnableConfig) -> AdaptiveRAGGraph:
     """IRCoT over the toy world."""
     return _toy_graph("ircot")
+
+
+def adaptive_rag(config: RunnableConfig) -> AdaptiveRAGGraph:
+    """Adaptive-RAG over the toy world."""
+    return _toy_graph("adaptive_rag")
 
 
 def flare(config: RunnableConfig) -> AdaptiveRAGGraph:

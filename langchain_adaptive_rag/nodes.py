@@ -35,13 +35,14 @@ __all__ = [
     "make_retrieve_node",
     "make_score_need_node",
     "sources",
+    "start_of_run",
 ]
 
 Node = Callable[[AdaptiveRAGState], dict[str, Any]]
 """A graph node: state in, partial update out."""
 
 
-def _start_of_run(state: AdaptiveRAGState, prompts: QAPrompts) -> dict[str, Any]:
+def start_of_run(state: AdaptiveRAGState, prompts: QAPrompts) -> dict[str, Any]:
     """This run's question and the earlier turns it shows, checked.
 
     The question is the last message when that is a human message, else ``question``;
@@ -109,6 +110,9 @@ def _fresh_run() -> dict[str, Any]:
         "counts": bump(None),
         "draft": "",
         "draft_tokens": [],
+        "draft_token_ids": [],
+        "reflection_logprobs": {},
+        "segments": [],
         "draft_logprobs": [],
         "draft_entropies": [],
         "draft_words": [],
@@ -134,7 +138,7 @@ def for_this_call(policy: Policy, ctx: RunContext) -> Policy:
     Raises:
         AdaptiveRAGError: An unknown field or a bad value, named as a bad config is.
     """
-    overrides = call_overrides(policy.config)
+    overrides = call_overrides(policy.config, enclosing_fields=ctx.enclosing_fields)
     if not overrides:
         return policy
     chosen = policy.with_config(replace(policy.config, **overrides))  # type: ignore[arg-type]
@@ -151,7 +155,7 @@ def make_draft_node(policy: Policy, ctx: RunContext) -> Node:
         if "counts" in state and not state.get("finished"):  # a later round of this run
             return method.draft(ctx, state)
         # a new run: its question; on a thread whose run finished, a clean slate too
-        start = _start_of_run(state, ctx.prompts)
+        start = start_of_run(state, ctx.prompts)
         reset = _fresh_run() if state.get("finished") else {}
         fresh: AdaptiveRAGState = {**state, **reset, **start}  # type: ignore[typeddict-item]
         if reset:

@@ -44,6 +44,7 @@ from langchain_adaptive_rag.streaming import token_stream
 __all__ = [
     "GenerationConfig",
     "GraphModel",
+    "MethodFacts",
     "NeedRoute",
     "Policy",
     "RunContext",
@@ -196,6 +197,9 @@ class RunContext:
     model: TraceModel
     retriever: Retriever
     prompts: QAPrompts
+    enclosing_fields: frozenset[str] = frozenset()
+    """Context fields of the graph this one runs in as a subgraph (see
+    ``call_overrides``)."""
 
 
 def retrieval_decision(
@@ -252,11 +256,11 @@ def bump(counts: Counts | None, **deltas: int) -> Counts:
     return base
 
 
-class Policy:
-    """Base policy: never retrieves, generates the whole answer in one draft.
+class MethodFacts:
+    """What tables, plots and the harness know of a method, without building it.
 
-    Subclasses override the steps their method changes. Every step takes the run
-    context and the current state and returns a partial state update.
+    Every [`Policy`][] class carries these; so does Adaptive-RAG's router, which
+    composes policies' graphs instead of being one.
     """
 
     name: ClassVar[str] = "no_retrieval"
@@ -271,6 +275,18 @@ class Policy:
     """How pictures and reports write that threshold."""
     colour: ClassVar[str] = "#7f7f7f"
     """The method's colour in plots."""
+    trained_model: ClassVar[str | None] = None
+    """The kind of model the method needs beyond any causal LM (Self-RAG: one trained to
+    write its reflection tokens), or ``None``: it runs on any model."""
+
+
+class Policy(MethodFacts):
+    """Base policy: never retrieves, generates the whole answer in one draft.
+
+    Subclasses override the steps their method changes. Every step takes the run
+    context and the current state and returns a partial state update.
+    """
+
     needs_attention: ClassVar[bool] = False
 
     def __init__(self, config: GenerationConfig) -> None:

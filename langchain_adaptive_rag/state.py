@@ -201,6 +201,8 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     (``Policy.answer_ended``): accepted whole, it finishes the run."""
     draft_tokens: NotRequired[list[str]]
     """Token pieces of the draft."""
+    draft_token_ids: NotRequired[list[int]]
+    """Their token ids, where a method reads tokens by id (Self-RAG's reflection tokens)."""
     draft_logprobs: NotRequired[list[float]]
     """Their log-probabilities."""
     draft_entropies: NotRequired[list[float]]
@@ -210,6 +212,12 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     ``U``)."""
     draft_attention: NotRequired[list[float]]
     """Attention each draft token received (DRAGIN's RIND attention, before word sums)."""
+    reflection_logprobs: NotRequired[dict[str, float]]
+    """Self-RAG: ``log p`` of ``[Retrieval]`` and ``[No Retrieval]`` at the draft's first
+    position."""
+    segments: NotRequired[list[dict[str, Any]]]
+    """Self-RAG: one segment per retrieved passage, with its text and scores (``doc_id``,
+    ``text``, ``score``, ``sequence``, ``relevance``, ``support``, ``utility``)."""
     draft_words: NotRequired[list[ScoredWord]]
     """Words of the draft with a method's score (DRAGIN: RIND ``s(w)``)."""
     draft_sentences: NotRequired[list[list[int]]]

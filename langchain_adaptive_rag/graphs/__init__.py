@@ -8,6 +8,10 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.adaptive_rag import (
+    AdaptiveRAGRouter,
+    create_adaptive_rag_router_graph,
+)
 from langchain_adaptive_rag.graphs.dragin import DRAGINPolicy, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import (
     FixLengthPolicy,
@@ -22,13 +26,14 @@ from langchain_adaptive_rag.graphs.fixed import (
 from langchain_adaptive_rag.graphs.flare import FLAREPolicy, create_flare_graph
 from langchain_adaptive_rag.graphs.ircot import IRCoTPolicy, create_ircot_graph
 from langchain_adaptive_rag.graphs.seakr import SeaKRPolicy, create_seakr_graph
+from langchain_adaptive_rag.graphs.self_rag import SelfRAGPolicy, create_self_rag_graph
 from langchain_adaptive_rag.graphs.ta_are import (
     TAAREPolicy,
     VanillaPolicy,
     create_ta_are_graph,
     create_vanilla_graph,
 )
-from langchain_adaptive_rag.policy import GenerationConfig, GraphModel, Policy
+from langchain_adaptive_rag.policy import GenerationConfig, GraphModel, MethodFacts, Policy
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 
@@ -39,6 +44,7 @@ __all__ = [
     "build_adaptive_rag_graph",
     "config_class",
     "create_adaptive_rag_graph",
+    "create_adaptive_rag_router_graph",
     "create_dragin_graph",
     "create_fix_length_graph",
     "create_fix_sentence_graph",
@@ -46,6 +52,7 @@ __all__ = [
     "create_ircot_graph",
     "create_no_retrieval_graph",
     "create_seakr_graph",
+    "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",
@@ -59,52 +66,56 @@ Method = Literal[
     "fix_length",
     "fix_sentence",
     "ircot",
+    "adaptive_rag",
     "flare",
     "dragin",
     "seakr",
+    "self_rag",
     "vanilla",
     "ta_are",
 ]
-"""Every method's id: wo-RAG, SR-RAG, FL-RAG, FS-RAG, IRCoT, FLARE, DRAGIN, SeaKR, and
-Vanilla and TA-ARE prompting, in the order tables show them."""
+"""Every method's id: wo-RAG, SR-RAG, FL-RAG, FS-RAG, IRCoT, Adaptive-RAG, FLARE, DRAGIN,
+SeaKR, Self-RAG, and Vanilla and TA-ARE prompting, in the order tables show them."""
 
-_POLICY_CLASSES: tuple[type[Policy], ...] = (
+_METHOD_CLASSES: tuple[type[MethodFacts], ...] = (
     NoRetrievalPolicy,
     SingleRoundPolicy,
     FixLengthPolicy,
     FixSentencePolicy,
     IRCoTPolicy,
+    AdaptiveRAGRouter,
     FLAREPolicy,
     DRAGINPolicy,
     SeaKRPolicy,
+    SelfRAGPolicy,
     VanillaPolicy,
     TAAREPolicy,
 )
-_POLICIES: dict[str, type[Policy]] = {policy.name: policy for policy in _POLICY_CLASSES}
+_METHODS: dict[str, type[MethodFacts]] = {method.name: method for method in _METHOD_CLASSES}
 
-AVAILABLE_METHODS: tuple[str, ...] = tuple(_POLICIES)
+AVAILABLE_METHODS: tuple[str, ...] = tuple(_METHODS)
 """Methods this version builds (all of [`Method`][])."""
 
 
-def policy_class(method: str) -> type[Policy]:
-    """The policy class of a method.
+def policy_class(method: str) -> type[MethodFacts]:
+    """The class carrying a method's facts: its policy class (Adaptive-RAG: its router).
 
-    It carries the method's facts: [`display_name`][], ``config_class``,
-    ``threshold_field``, ``threshold_symbol`` and ``colour``.
+    The facts: [`display_name`][], ``config_class``, ``threshold_field``,
+    ``threshold_symbol`` and ``colour``.
 
     Args:
         method: One of [`AVAILABLE_METHODS`][].
 
     Returns:
-        The policy class.
+        The policy (or router) class.
 
     Raises:
         AdaptiveRAGError: The method is unknown.
     """
-    if method not in _POLICIES:
+    if method not in _METHODS:
         msg = f"Received method={method!r}; expected one of {list(AVAILABLE_METHODS)}."
         raise AdaptiveRAGError(msg)
-    return _POLICIES[method]
+    return _METHODS[method]
 
 
 def config_class(method: str) -> type[GenerationConfig]:
@@ -127,7 +138,7 @@ def display_name(method: str) -> str:
 
     An unknown id is returned as it is (results files of other tools).
     """
-    policy = _POLICIES.get(method)
+    policy = _METHODS.get(method)
     return policy.display_name if policy is not None else method
 
 
@@ -162,15 +173,15 @@ def create_adaptive_rag_graph(
         AdaptiveRAGError: For an unknown or not yet available method, or a config of the
             wrong class.
     """
-    if method not in _POLICIES:
+    if method not in _METHODS:
         known = "known" if method in get_args(Method) else "unknown"
         msg = (
             f"method={method!r} is {known} but not available in this version. Expected one "
             f"of {list(AVAILABLE_METHODS)}."
         )
         raise AdaptiveRAGError(msg)
-    policy = _POLICIES[method]
-    expected = policy.config_class
+    facts = _METHODS[method]
+    expected = facts.config_class
     chosen = config if config is not None else expected()
     if not isinstance(chosen, expected):
         msg = (
@@ -178,8 +189,19 @@ def create_adaptive_rag_graph(
             f"Fix: config={expected.__name__}(...)."
         )
         raise AdaptiveRAGError(msg)
+    if facts is AdaptiveRAGRouter:  # a router over three graphs, not one policy
+        return create_adaptive_rag_router_graph(
+            model,
+            retriever,
+            config=chosen,  # type: ignore[arg-type]
+            prompts=prompts,
+            checkpointer=checkpointer,
+            retriever_options=retriever_options,
+            name=name,
+        )
+    assert issubclass(facts, Policy)
     return build_adaptive_rag_graph(
-        policy(chosen),
+        facts(chosen),
         model,
         retriever,
         prompts=prompts,

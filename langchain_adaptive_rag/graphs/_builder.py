@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 from concurrent.futures import Executor
 from typing import Any
 
@@ -31,7 +32,7 @@ from langchain_adaptive_rag.routing import route_after_continue, route_after_sco
 from langchain_adaptive_rag.served.model import as_trace_model
 from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, AdaptiveRAGState
 
-__all__ = ["AdaptiveRAGGraph", "build_adaptive_rag_graph"]
+__all__ = ["AdaptiveRAGGraph", "build_adaptive_rag_graph", "graph_node"]
 
 try:  # how LangGraph builds a node from a function (an internal module of LangGraph 1.x)
     from langgraph._internal._runnable import RunnableCallable as _NodeRunnable
@@ -48,6 +49,7 @@ def build_adaptive_rag_graph(
     checkpointer: Checkpointer = None,
     retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
+    enclosing_fields: Collection[str] = (),
 ) -> AdaptiveRAGGraph:
     """Wire the seven nodes around ``policy`` and compile.
 
@@ -65,6 +67,9 @@ def build_adaptive_rag_graph(
         retriever_options: Retries, time limit and failure handling of the retriever
             calls (default: [`RetrieverOptions`][]).
         name: Graph name (default: the method's name).
+        enclosing_fields: For a graph run as another graph's subgraph (Adaptive-RAG's
+            routes): that graph's config fields, which a run's ``context`` may set
+            besides this method's own.
 
     Returns:
         The compiled graph, with input ``{"question"}`` and output ``{"answer", "text",
@@ -86,7 +91,12 @@ def build_adaptive_rag_graph(
             "retriever (vector_store.as_retriever())."
         )
         raise AdaptiveRAGError(msg)
-    ctx = RunContext(model=trace_model, retriever=retriever, prompts=prompts or QAPrompts())
+    ctx = RunContext(
+        model=trace_model,
+        retriever=retriever,
+        prompts=prompts or QAPrompts(),
+        enclosing_fields=frozenset(enclosing_fields),
+    )
     graph = StateGraph(
         AdaptiveRAGState,
         context_schema=context_schema(type(policy.config)),
@@ -104,10 +114,7 @@ def build_adaptive_rag_graph(
     }
     executor: Executor | None = getattr(trace_model, "async_executor", None)
     for node_name, action in nodes.items():
-        if _NodeRunnable is None:  # see _node
-            graph.add_node(node_name, action)  # type: ignore[call-overload]
-        else:
-            graph.add_node(node_name, _node(node_name, action, executor))
+        graph.add_node(node_name, graph_node(node_name, action, executor))  # type: ignore[arg-type]
     graph.add_edge(START, "draft")
     graph.add_edge("draft", "score_need")
     graph.add_conditional_edges(
@@ -132,7 +139,7 @@ def build_adaptive_rag_graph(
     return compiled  # type: ignore[return-value]
 
 
-def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, Any]:
+def graph_node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, Any] | Node:
     """``action`` as a graph node whose async runs wait in ``executor``.
 
     LangGraph runs a sync node of an async run (``ainvoke``, ``abatch``, ``astream``) in
@@ -143,7 +150,8 @@ def _node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, A
     LangGraph release without that builder where this package looks for it, the graph
     takes ``action`` itself: the same results, with async runs in the default executor.
     """
-    assert _NodeRunnable is not None  # the graph builder checks
+    if _NodeRunnable is None:
+        return action
 
     async def in_threads(state: AdaptiveRAGState) -> dict[str, Any]:
         # The run's config, callbacks and stream writer go along; a cancelled run stops

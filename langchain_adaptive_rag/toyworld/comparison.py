@@ -23,7 +23,9 @@ from langchain_adaptive_rag.graphs import (
     Method,
     create_adaptive_rag_graph,
     display_name,
+    policy_class,
 )
+from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
@@ -38,6 +40,7 @@ from langchain_adaptive_rag.toyworld.questions import ToyQuestion
 
 __all__ = [
     "TOY_CONFIGS",
+    "TOY_METHODS",
     "MethodSummary",
     "QuestionResult",
     "demo_questions",
@@ -48,12 +51,19 @@ __all__ = [
     "summarize",
 ]
 
+TOY_METHODS: tuple[str, ...] = tuple(
+    method for method in AVAILABLE_METHODS if policy_class(method).trained_model is None
+)
+"""The methods any causal LM runs, the toy model included: all but Self-RAG, which needs
+a model trained with its reflection tokens."""
+
 TOY_CONFIGS: dict[str, GenerationConfig] = {
     "no_retrieval": GenerationConfig(generate_max_length=48),
     "single_round": GenerationConfig(generate_max_length=48),
     "fix_length": FixLengthConfig(generate_max_length=48, fix_length=8),
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
     "ircot": IRCoTConfig(generate_max_length=48, retrieve_topk=3, max_paragraphs=6),
+    "adaptive_rag": AdaptiveRAGConfig(generate_max_length=48, retrieve_topk=3, max_paragraphs=6),
     "flare": FLAREConfig(generate_max_length=48, theta=0.9, beta=0.4),
     "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6, mode="paper"),
     "seakr": SeaKRConfig(
@@ -243,7 +253,7 @@ def run_comparison(
         model: The model.
         retriever: The retriever.
         questions: The questions.
-        methods: Methods to run (default: all of [`AVAILABLE_METHODS`][]).
+        methods: Methods to run (default: [`TOY_METHODS`][]).
         configs: Per-method configs (default: [`TOY_CONFIGS`][]).
         prompts: Prompt templates.
         concurrency: Questions answered at once per method (see [`run_method`][]).
@@ -252,7 +262,7 @@ def run_comparison(
         Results by method name, in the order run.
     """
     chosen = configs if configs is not None else TOY_CONFIGS
-    names: Sequence[Method] = methods if methods is not None else AVAILABLE_METHODS  # type: ignore[assignment]
+    names: Sequence[Method] = methods if methods is not None else TOY_METHODS  # type: ignore[assignment]
     return {
         name: run_method(
             model,

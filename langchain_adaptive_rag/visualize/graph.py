@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables.graph import Graph
 
@@ -48,8 +48,8 @@ _FORMATS = (".png", ".svg", ".mmd")
 class DrawableGraph(Protocol):
     """Anything with LangGraph's ``get_graph()`` (a compiled graph)."""
 
-    def get_graph(self) -> Graph:
-        """The drawable graph."""
+    def get_graph(self, config: Any = None, *, xray: int | bool = False) -> Graph:
+        """The drawable graph (``xray``: subgraphs drawn inside their nodes)."""
         ...
 
 
@@ -90,7 +90,8 @@ class GraphLayout:
     height: float
 
 
-def _drawable(graph: DrawableGraph | Graph) -> Graph:
+def _drawable(graph: DrawableGraph | Graph, *, xray: bool = False) -> Graph:
+    """The drawable graph; ``xray``: with subgraphs' nodes inside their node."""
     if isinstance(graph, Graph):
         return graph
     get_graph = getattr(graph, "get_graph", None)
@@ -100,12 +101,15 @@ def _drawable(graph: DrawableGraph | Graph) -> Graph:
             f"{type(graph).__name__}. Fix: pass the result of create_adaptive_rag_graph(...)."
         )
         raise AdaptiveRAGError(msg)
-    drawable: Graph = get_graph()
+    drawable: Graph = get_graph(xray=xray)
     return drawable
 
 
 def graph_mermaid(graph: DrawableGraph | Graph) -> str:
-    """The graph as mermaid text (``get_graph().draw_mermaid()``; works offline).
+    """The graph as mermaid text (``get_graph(xray=True).draw_mermaid()``; works offline).
+
+    A router's routes (Adaptive-RAG's three graphs) are drawn as mermaid subgraphs with
+    their nodes; the PNG and SVG pictures show each route as one node.
 
     Args:
         graph: A compiled graph or its drawable ``Graph``.
@@ -113,7 +117,7 @@ def graph_mermaid(graph: DrawableGraph | Graph) -> str:
     Returns:
         Mermaid flowchart text.
     """
-    return _drawable(graph).draw_mermaid()
+    return _drawable(graph, xray=True).draw_mermaid()
 
 
 def _layers(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, int]:

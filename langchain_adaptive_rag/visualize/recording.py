@@ -1,7 +1,8 @@
 """Record one graph run as plain data: every round's draft, signals, decision and retrieval.
 
 [`record_run`][] streams a compiled adaptive-RAG graph with
-``stream_mode=["updates", "custom"]`` and folds each node's update into a
+``stream_mode=["updates", "custom"]`` (with its subgraphs' updates: Adaptive-RAG's
+route) and folds each node's update into a
 [`RunRecord`][]. A round starts at each ``draft`` node: its look-ahead tokens with
 their signals, the text accepted before the decision, the retrieval decision (trigger,
 score, threshold), the query, the retrieved passages with the re-rank order, and the text
@@ -228,8 +229,11 @@ def _stream(
     question: str,
     config: RunnableConfig | None,
 ) -> Iterator[tuple[str, Any]]:
-    for item in graph.stream({"question": question}, config, stream_mode=["updates", "custom"]):
-        mode, chunk = item  # with a list of modes every item is (mode, chunk)
+    # subgraphs=True: a router's routes (Adaptive-RAG) stream their nodes' updates too
+    for item in graph.stream(
+        {"question": question}, config, stream_mode=["updates", "custom"], subgraphs=True
+    ):
+        _, mode, chunk = item  # (namespace, mode, chunk): rounds are read by node name
         yield str(mode), chunk
 
 

@@ -11,6 +11,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langchain_adaptive_rag import (
     AVAILABLE_METHODS,
+    AdaptiveRAGConfig,
     AttentionUnavailableError,
     ChatTransformers,
     DRAGINConfig,
@@ -41,6 +42,7 @@ CONFIGS: dict[str, GenerationConfig] = {
     "fix_sentence": GenerationConfig(generate_max_length=12),
     "flare": FLAREConfig(generate_max_length=12),
     "ircot": IRCoTConfig(generate_max_length=12, max_steps=3, retrieve_topk=2),
+    "adaptive_rag": AdaptiveRAGConfig(generate_max_length=12, max_steps=3, retrieve_topk=2),
     "dragin": DRAGINConfig(generate_max_length=12, theta=0.5),
     "vanilla": TAAREConfig(generate_max_length=12),
     "seakr": SeaKRConfig(generate_max_length=12, num_samples=3, hidden_layer=1, delta=-100.0),
@@ -68,7 +70,9 @@ def _config(method: str) -> GenerationConfig:
 
 
 def test_every_available_method_is_covered() -> None:
-    assert set(AVAILABLE_METHODS) == set(CONFIGS)
+    # Self-RAG needs reflection tokens: test_self_rag_tiny_model.py runs it on a tiny model
+    # whose tokenizer has them
+    assert set(AVAILABLE_METHODS) - {"self_rag"} == set(CONFIGS)
 
 
 @pytest.mark.parametrize("method", sorted(CONFIGS))
@@ -79,7 +83,8 @@ def test_method_end_to_end(method: str, chat: ChatTransformers, retriever, tmp_p
         )
         thread = {"configurable": {"thread_id": f"{method}-1"}}
         result = graph.invoke({"question": "When was the director of Blue Harbour born?"}, thread)
-        assert set(result) == {"messages", "answer", "text", "retrievals", "counts"}
+        routed = {"complexity"} if method == "adaptive_rag" else set()
+        assert set(result) == {"messages", "answer", "text", "retrievals", "counts", *routed}
         assert isinstance(result["answer"], str)
         counts = result["counts"]
         assert counts["retrievals"] == len(result["retrievals"])
@@ -103,7 +108,8 @@ async def test_method_async(method: str, chat: ChatTransformers, retriever) -> N
     updates = [
         u async for u in graph.astream({"question": "Who is Anna Berg?"}, stream_mode="updates")
     ]
-    assert list(updates[0]) == ["draft"] and list(updates[-1]) == ["finalize"]
+    first, last = ("classify", "tally") if method == "adaptive_rag" else ("draft", "finalize")
+    assert list(updates[0]) == [first] and list(updates[-1]) == [last]
 
 
 def test_stream_modes(chat: ChatTransformers, retriever) -> None:

@@ -79,8 +79,8 @@ def test_every_method_is_served(server: str) -> None:
     client = _client(server)
     graphs = {a["graph_id"] for a in client.assistants.search(limit=50)}
     assert graphs == {
-        "no_retrieval", "single_round", "fix_length", "fix_sentence", "ircot", "flare",
-        "dragin", "seakr", "vanilla", "ta_are",
+        "no_retrieval", "single_round", "fix_length", "fix_sentence", "ircot",
+        "adaptive_rag", "flare", "dragin", "seakr", "vanilla", "ta_are",
     }  # fmt: skip
     schema = client.assistants.get_schemas(
         next(a["assistant_id"] for a in client.assistants.search(graph_id="dragin"))

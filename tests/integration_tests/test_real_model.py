@@ -19,13 +19,16 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.graphs import (
     AVAILABLE_METHODS,
     config_class,
     create_adaptive_rag_graph,
+    policy_class,
 )
+from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
@@ -157,18 +160,30 @@ CONFIGS: dict[str, GenerationConfig] = {
     "flare": FLAREConfig(generate_max_length=64),
     # k = 3 samples and 3 steps keep the test short (the paper: k = 20, up to 10 steps)
     "seakr": SeaKRConfig(generate_max_length=48, num_samples=3, max_rounds=3),
-    "ircot": IRCoTConfig(generate_max_length=64, max_steps=4, retrieve_topk=3),
+    "ircot": IRCoTConfig(generate_max_length=64, max_steps=2, retrieve_topk=3),
+    "adaptive_rag": AdaptiveRAGConfig(generate_max_length=64, max_steps=4, retrieve_topk=3),
 }
 # LLM calls one question may take at most; SeaKR: 1 + k calls for each step, re-ranking
 # candidate (3 a retrieval) and final reading (2, each forced at most once)
 MAX_CALLS = {"seakr": 4 * (3 * (1 + 3) + 2 * 2), "ta_are": 3, "vanilla": 3}
 
 
-@pytest.mark.parametrize("method", AVAILABLE_METHODS)
+ANY_MODEL = [m for m in AVAILABLE_METHODS if policy_class(m).trained_model is None]
+"""Every method but Self-RAG, which needs a model trained with its reflection tokens."""
+
+
+def test_self_rag_refuses_a_model_without_its_reflection_tokens(chat: ChatTransformers) -> None:
+    retriever = create_bm25_retriever(["Blue Harbour is a 1962 film."])
+    with pytest.raises(AdaptiveRAGError, match=r"this tokenizer lacks \[Retrieval\]"):
+        create_adaptive_rag_graph(chat, retriever, "self_rag")
+
+
+@pytest.mark.parametrize("method", ANY_MODEL)
 def test_each_method_answers_real_questions_in_the_papers_format(
     chat: ChatTransformers, method: str
 ) -> None:
-    questions = _questions(1 if method in ("dragin", "seakr", "ircot") else 2)  # costliest
+    costliest = ("dragin", "seakr", "ircot", "adaptive_rag")
+    questions = _questions(1 if method in costliest else 2)
     passages = [p["text"] for q in questions for p in q["paragraphs"]]
     retriever = create_bm25_retriever(passages, k=3)
     config = CONFIGS.get(method) or config_class(method)(generate_max_length=64)

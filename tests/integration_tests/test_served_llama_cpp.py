@@ -51,6 +51,7 @@ TEXT_AND_LOGPROB_METHODS = (
     "single_round",
     "fix_length",
     "fix_sentence",
+    "ircot",
     "flare",
     "vanilla",
     "ta_are",

@@ -82,7 +82,9 @@ def test_without_retrieval_known_facts_succeed(
     assert _em(results["no_retrieval"], ("known",)) >= 0.8
 
 
-@pytest.mark.parametrize("method", ["single_round", "ircot", "flare", "dragin", "seakr"])
+@pytest.mark.parametrize(
+    "method", ["single_round", "ircot", "adaptive_rag", "flare", "dragin", "seakr"]
+)
 def test_retrieval_answers_most_unknown_fact_questions(
     results: dict[str, list[QuestionResult]], method: str
 ) -> None:

@@ -30,6 +30,7 @@ from langchain_adaptive_rag.graphs.fixed import (
 )
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.retrieving import (
     RetrieverTimeoutError,
     is_transient_retriever_error,
@@ -371,7 +372,7 @@ class DyingSaver(InMemorySaver):
         return super().put(config, checkpoint, metadata, new_versions)
 
 
-QUESTION_AS_QUERY = {"single_round", "fix_length", "fix_sentence", "vanilla", "ta_are"}
+QUESTION_AS_QUERY = {"single_round", "fix_length", "fix_sentence", "vanilla", "ta_are", "self_rag"}
 
 
 @pytest.mark.parametrize("method", AVAILABLE_METHODS)
@@ -382,8 +383,9 @@ def test_a_second_question_resumed_holds_only_its_own_retrievals(method: str) ->
     options: dict[str, Any] = {}
     if method == "seakr":
         options["config"] = SeaKRConfig(num_samples=2, hidden_layer=1)
+    reflection = {token: 1000 + i for i, token in enumerate(CONTROL_TOKENS)}
     graph = create_adaptive_rag_graph(
-        FakeTraceModel(replies),
+        FakeTraceModel(replies, vocabulary=reflection if method == "self_rag" else None),
         RecordingRetriever(),
         method,
         prompts=NO_SHOTS,

@@ -12,6 +12,7 @@ import langchain_adaptive_rag
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED_ALL = [
+    "AdaptiveRAGConfig",
     "AVAILABLE_METHODS",
     "AdaptiveRAGError",
     "AttentionMatrix",
@@ -33,10 +34,12 @@ EXPECTED_ALL = [
     "QAPrompts",
     "RetrieverOptions",
     "SeaKRConfig",
+    "SelfRAGConfig",
     "ServedModel",
     "TAAREConfig",
     "TokenSignals",
     "create_adaptive_rag_graph",
+    "create_adaptive_rag_router_graph",
     "create_bm25_retriever",
     "create_dragin_graph",
     "create_fix_length_graph",
@@ -46,6 +49,7 @@ EXPECTED_ALL = [
     "create_no_retrieval_graph",
     "create_rag_tool",
     "create_seakr_graph",
+    "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_vanilla_graph",

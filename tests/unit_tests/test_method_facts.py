@@ -23,9 +23,11 @@ PAPERS = {
     "fix_length": "FL-RAG",
     "fix_sentence": "FS-RAG",
     "ircot": "IRCoT",
+    "adaptive_rag": "Adaptive-RAG",
     "flare": "FLARE",
     "dragin": "DRAGIN",
     "seakr": "SeaKR",
+    "self_rag": "Self-RAG",
     "vanilla": "Vanilla",
     "ta_are": "TA-ARE",
 }

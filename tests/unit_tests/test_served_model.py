@@ -268,6 +268,7 @@ ONE_SENTENCE = " Anna Berg was born in 1931, so the answer is 1931.\nQuestion: n
         ("fix_length", [ONE_SENTENCE]),
         ("fix_sentence", [ONE_SENTENCE]),
         ("ircot", [ONE_SENTENCE]),
+        ("adaptive_rag", [ONE_SENTENCE]),  # the rule: multi-step (IRCoT)
         ("vanilla", [" [Yes]\nmore", " 1931\nQuestion: next?"]),
         ("ta_are", [" [No]\nmore", " 1931\nQuestion: next?"]),
     ],
@@ -281,6 +282,12 @@ def test_text_methods_run_on_a_generic_chat_model(method: str, replies: list[str
     assert result["counts"]["llm_calls"] <= 2
     expected = 0 if method in ("no_retrieval", "ta_are") else 1
     assert result["counts"]["retrievals"] == expected
+
+
+def test_self_rag_is_refused_on_a_served_model_when_built() -> None:
+    chat = GenericFakeChatModel(messages=iter([AIMessage(ONE_SENTENCE)]))
+    with pytest.raises(AdaptiveRAGError, match="needs the model's tokenizer"):
+        create_adaptive_rag_graph(chat, RecordingRetriever(), "self_rag")  # type: ignore[arg-type]
 
 
 # -- the same behaviour as the in-process model on the same tokens ------------------------

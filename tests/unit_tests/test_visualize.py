@@ -17,6 +17,7 @@ from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_gra
 from langchain_adaptive_rag.graphs.fixed import create_fix_sentence_graph
 from langchain_adaptive_rag.graphs.flare import create_flare_graph
 from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
+from langchain_adaptive_rag.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.testing import FakeTraceModel
 from langchain_adaptive_rag.visualize import (
     RunRecord,
@@ -344,10 +345,19 @@ NODES = (
 
 @pytest.mark.parametrize("method", AVAILABLE_METHODS)
 def test_every_method_is_drawn_offline(method: str, tmp_path: Path) -> None:
-    graph = create_adaptive_rag_graph(FakeTraceModel([]), RecordingRetriever(), method)  # type: ignore[arg-type]
+    reflection = {token: 1000 + i for i, token in enumerate(CONTROL_TOKENS)}
+    model = FakeTraceModel([], vocabulary=reflection if method == "self_rag" else None)
+    graph = create_adaptive_rag_graph(model, RecordingRetriever(), method)  # type: ignore[arg-type]
     png = draw_graph(graph, tmp_path / f"{method}.png")
     svg = draw_graph(graph, tmp_path / f"{method}.svg").read_text(encoding="utf-8")
     mermaid = draw_graph(graph, tmp_path / f"{method}.mmd").read_text(encoding="utf-8")
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 20_000
+    if method == "adaptive_rag":  # the picture: the router; the mermaid text: every route's nodes
+        for node in ("classify", "no_retrieval", "single_round", "ircot", "tally"):
+            assert node in svg
+        for route in ("no_retrieval", "single_round", "ircot"):
+            assert f"subgraph {route}" in mermaid
+            assert all(f"{route}\\3a{node}({node})" in mermaid for node in NODES)
+        return
     for node in NODES:
         assert node in svg and node in mermaid

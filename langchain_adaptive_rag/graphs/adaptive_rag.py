@@ -1,0 +1,342 @@
+"""Adaptive-RAG: route each question by its complexity (Jeong et al., NAACL 2024).
+
+Algorithm (the paper's section 3):
+
+1. classify the question's complexity: ``A`` simple, ``B`` moderate, ``C`` complex;
+2. ``A``: answer without retrieval (wo-RAG);
+   ``B``: retrieve once with the question, then answer (single-step: SR-RAG);
+   ``C``: interleave retrieval with reasoning (multi-step: IRCoT);
+3. the route's answer is the answer; the run's counts are the route's plus the
+   classifier's model call.
+
+The paper trains a small classifier (T5) on labels from the methods' outcomes. The
+classifiers here need no training: ``"rule"`` (default) reads the question's form
+([`rule_complexity`][]: single-hop ``B`` or multi-hop ``C``), ``"llm"`` asks the chat model
+([`complexity_prompt`][]); a trained one of your own is any callable or Runnable from the
+question to ``"A"``, ``"B"`` or ``"C"``.
+
+In graph terms: a ``classify`` node, then the three routes as subgraphs (the compiled
+wo-RAG, SR-RAG and IRCoT graphs; ``get_graph(xray=True)`` draws them nested), then
+``tally``. ``classify`` streams a ``"complexity"`` event; the routes' own ``"decision"``
+and ``"retrieval"`` events come with ``stream(..., subgraphs=True)``, as LangGraph streams
+any subgraph's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from langchain_core.runnables import Runnable
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Checkpointer, Overwrite
+from typing_extensions import NotRequired
+
+from langchain_adaptive_rag.call_config import call_overrides, context_schema
+from langchain_adaptive_rag.complexity import (
+    Complexity,
+    complexity_prompt,
+    read_complexity,
+    rule_complexity,
+)
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs._builder import (
+    AdaptiveRAGGraph,
+    build_adaptive_rag_graph,
+    graph_node,
+)
+from langchain_adaptive_rag.graphs.fixed import NoRetrievalPolicy, SingleRoundPolicy
+from langchain_adaptive_rag.graphs.ircot import IRCoTConfig, IRCoTPolicy, IRCoTReader
+from langchain_adaptive_rag.nodes import start_of_run
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    GraphModel,
+    MethodFacts,
+    Policy,
+    TraceModel,
+    bump,
+)
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
+from langchain_adaptive_rag.served.model import as_trace_model
+from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, Counts
+
+__all__ = [
+    "ROUTES",
+    "AdaptiveRAGConfig",
+    "AdaptiveRAGRouter",
+    "AdaptiveRAGRouterOutput",
+    "AdaptiveRAGRouterState",
+    "ComplexityClassifier",
+    "create_adaptive_rag_router_graph",
+]
+
+ComplexityClassifier = Callable[[str], Any] | Runnable[str, Any]
+"""A classifier of your own: from the question to ``"A"``, ``"B"`` or ``"C"`` (a string,
+or a message whose text is one)."""
+
+ROUTES: dict[Complexity, str] = {"A": "no_retrieval", "B": "single_round", "C": "ircot"}
+"""The method each class runs: no retrieval, single-step, multi-step."""
+
+
+@dataclass(frozen=True)
+class AdaptiveRAGConfig(GenerationConfig):
+    """Adaptive-RAG settings: the classifier, and the routes' shared and IRCoT settings.
+
+    The shared fields (``generate_max_length``, ``retrieve_topk``, ...) hold for every
+    route; ``max_steps``, ``max_paragraphs`` and ``reader`` are the multi-step route's
+    ([`IRCoTConfig`][]).
+    """
+
+    classifier: Literal["rule", "llm"] = "rule"
+    """The built-in classifier: ``"rule"`` ([`rule_complexity`][]; never ``A``) or
+    ``"llm"`` (the chat model answers [`complexity_prompt`][]). A classifier passed to
+    [`create_adaptive_rag_router_graph`][] takes its place."""
+    classifier_max_tokens: int = 4
+    """Tokens the ``"llm"`` classifier generates (its reply is one letter)."""
+    max_steps: int = 8
+    """The multi-step route's reasoning steps at most (IRCoT's limit)."""
+    max_paragraphs: int = 15
+    """The multi-step route's paragraphs collected at most (IRCoT's cap)."""
+    reader: IRCoTReader = "cot"
+    """The multi-step route's answer step (see [`IRCoTReader`][])."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("classifier_max_tokens", "max_steps", "max_paragraphs"):
+            value = getattr(self, name)
+            if value < 1:
+                msg = f"AdaptiveRAGConfig.{name} must be >= 1, got {value}."
+                raise AdaptiveRAGError(msg)
+
+    def route_config(self, complexity: Complexity) -> GenerationConfig:
+        """The config of the method that answers questions of class ``complexity``."""
+        shared = {
+            item.name: getattr(self, item.name) for item in dataclasses.fields(GenerationConfig)
+        }
+        if complexity == "C":
+            return IRCoTConfig(
+                **shared,
+                max_steps=self.max_steps,
+                max_paragraphs=self.max_paragraphs,
+                reader=self.reader,
+            )
+        return GenerationConfig(**shared)
+
+
+class AdaptiveRAGRouterOutput(AdaptiveRAGOutput):
+    """What an Adaptive-RAG graph returns: the route's output and the class."""
+
+    complexity: Complexity
+    """The question's class: ``A`` (no retrieval), ``B`` (single-step), ``C``
+    (multi-step)."""
+
+
+class AdaptiveRAGRouterState(AdaptiveRAGInput, AdaptiveRAGRouterOutput):
+    """The router's channels: input, output and the classifier's counts."""
+
+    classifier_counts: NotRequired[Counts]
+    """The classifier's model calls and tokens, added to the route's counts by ``tally``."""
+
+
+class AdaptiveRAGRouter(MethodFacts):
+    """Adaptive-RAG's classifier and routes: what ``classify`` and ``tally`` do."""
+
+    name = "adaptive_rag"
+    display_name = "Adaptive-RAG"
+    config_class = AdaptiveRAGConfig
+    colour = "#637939"
+
+    def __init__(
+        self,
+        config: AdaptiveRAGConfig,
+        model: TraceModel,
+        classifier: ComplexityClassifier | None = None,
+    ) -> None:
+        """Keep the settings, the model the ``"llm"`` classifier asks, and your classifier.
+
+        Args:
+            config: The build-time settings.
+            model: The chat model.
+            classifier: A classifier of your own, used instead of ``config.classifier``.
+
+        Raises:
+            AdaptiveRAGError: ``classifier`` is neither callable nor a Runnable.
+        """
+        if classifier is not None and not (
+            isinstance(classifier, Runnable) or callable(classifier)
+        ):
+            msg = (
+                f"classifier must be a callable or a Runnable from the question to 'A', 'B' "
+                f"or 'C', got {type(classifier).__name__}. Fix: classifier=lambda q: 'C', or "
+                "leave it out for AdaptiveRAGConfig.classifier ('rule' or 'llm')."
+            )
+            raise AdaptiveRAGError(msg)
+        self.config = config
+        self.model = model
+        self.classifier = classifier
+
+    def classify(self, question: str, config: AdaptiveRAGConfig) -> tuple[Complexity, Counts, str]:
+        """The question's class, the classifier's counts, and a note.
+
+        Args:
+            question: The question.
+            config: This run's settings.
+
+        Returns:
+            The class, the model calls and tokens the classifier spent (the ``"llm"``
+            classifier's one call; none for the rule or a classifier of your own), and
+            ``""`` or what the run should know (a reply without a class).
+
+        Raises:
+            AdaptiveRAGError: A classifier of your own returned something other than a
+                class.
+        """
+        if self.classifier is not None:
+            found = (
+                self.classifier.invoke(question)
+                if isinstance(self.classifier, Runnable)
+                else self.classifier(question)
+            )
+            label = read_complexity(found, source="The classifier")
+            if label is None:
+                msg = (
+                    f"The classifier returned {found!r} for {question!r}. Expected 'A', 'B' "
+                    "or 'C'. Fix: return the class letter: A no retrieval, B single-step, C "
+                    "multi-step."
+                )
+                raise AdaptiveRAGError(msg)
+            return label, bump(None), ""
+        if config.classifier == "rule":
+            return rule_complexity(question), bump(None), ""
+        budget = config.classifier_max_tokens
+        base = self.model.decoding  # the model's sampling settings, a reply of one line
+        decoding = replace(
+            base,
+            max_new_tokens=budget,
+            min_new_tokens=min(base.min_new_tokens, budget),
+            stop=("\n",),
+        )
+        trace = self.model.generate_trace(complexity_prompt(question), decoding=decoding)[0]
+        counts = bump(None, llm_calls=1, generated_tokens=trace.num_tokens)
+        label = read_complexity(trace.text, source="The chat model")
+        if label is None:
+            note = f"the classifier's reply {trace.text!r} names no class; B (single-step) taken"
+            return "B", counts, note
+        return label, counts, ""
+
+    def for_this_call(self) -> AdaptiveRAGConfig:
+        """The settings of this run (its ``context`` or ``configurable`` applied)."""
+        overrides = call_overrides(self.config)
+        return replace(self.config, **overrides) if overrides else self.config  # type: ignore[arg-type]
+
+
+def create_adaptive_rag_router_graph(
+    model: GraphModel,
+    retriever: Retriever,
+    *,
+    config: AdaptiveRAGConfig | None = None,
+    classifier: ComplexityClassifier | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """Adaptive-RAG graph: classify the question, then run wo-RAG, SR-RAG or IRCoT.
+
+    Runs on any chat model (no route reads token signals).
+
+    Args:
+        model: [`ChatTransformers`][], or any LangChain chat model or LLM.
+        retriever: Any LangChain retriever.
+        config: Settings (default: [`AdaptiveRAGConfig`][]).
+        classifier: A classifier of your own (a trained one): any callable or Runnable
+            from the question to ``"A"``, ``"B"`` or ``"C"``; ``config.classifier`` is
+            then not read.
+        prompts: The routes' prompt templates.
+        checkpointer: Passed to ``compile`` (the routes keep no state of their own
+            between runs).
+        retriever_options: Retries, time limit and failure handling of the retriever
+            calls.
+        name: Graph name (default ``"adaptive_rag"``).
+
+    Returns:
+        The compiled graph, with input ``{"question"}`` or ``{"messages"}`` and as output
+        the route's (``messages``, ``answer``, ``text``, ``retrievals``, ``counts``) and
+        ``complexity``.
+
+    Raises:
+        AdaptiveRAGError: A config of another class, or a classifier that is neither
+            callable nor a Runnable.
+    """
+    chosen = config if config is not None else AdaptiveRAGConfig()
+    if not isinstance(chosen, AdaptiveRAGConfig):
+        msg = (
+            f"Adaptive-RAG takes an AdaptiveRAGConfig, got {type(chosen).__name__}. "
+            "Fix: config=AdaptiveRAGConfig(...)."
+        )
+        raise AdaptiveRAGError(msg)
+    trace_model = as_trace_model(model)
+    qa_prompts = prompts or QAPrompts()
+    router = AdaptiveRAGRouter(chosen, trace_model, classifier)
+    own_fields = frozenset(item.name for item in dataclasses.fields(AdaptiveRAGConfig))
+    policies: dict[Complexity, Policy] = {
+        "A": NoRetrievalPolicy(chosen.route_config("A")),
+        "B": SingleRoundPolicy(chosen.route_config("B")),
+        "C": IRCoTPolicy(chosen.route_config("C")),
+    }
+    graph = StateGraph(
+        AdaptiveRAGRouterState,
+        context_schema=context_schema(AdaptiveRAGConfig),
+        input_schema=AdaptiveRAGInput,
+        output_schema=AdaptiveRAGRouterOutput,
+    )
+
+    def classify(state: AdaptiveRAGRouterState) -> dict[str, Any]:
+        settings = router.for_this_call()
+        question = start_of_run(state, qa_prompts)["question"]  # type: ignore[arg-type]
+        label, counts, note = router.classify(question, settings)
+        classifier_name = "custom" if classifier is not None else settings.classifier
+        get_stream_writer()(
+            {
+                "event": "complexity",
+                "complexity": label,
+                "route": ROUTES[label],
+                "classifier": classifier_name,
+                "note": note,
+            }
+        )
+        return {"complexity": label, "classifier_counts": counts, "retrievals": Overwrite([])}
+
+    def tally(state: AdaptiveRAGRouterState) -> dict[str, Any]:
+        spent = state.get("classifier_counts") or bump(None)
+        return {"counts": bump(state.get("counts"), **spent)}
+
+    executor = getattr(trace_model, "async_executor", None)
+    graph.add_node("classify", graph_node("classify", classify, executor))  # type: ignore[arg-type]
+    for label, policy in policies.items():
+        route = build_adaptive_rag_graph(
+            policy,
+            model,
+            retriever,
+            prompts=qa_prompts,
+            retriever_options=retriever_options,
+            name=ROUTES[label],
+            enclosing_fields=own_fields,
+        )
+        graph.add_node(ROUTES[label], route)
+        graph.add_edge(ROUTES[label], "tally")
+    graph.add_node("tally", tally)
+    graph.add_edge(START, "classify")
+    graph.add_conditional_edges(
+        "classify",
+        lambda state: ROUTES[state["complexity"]],
+        {route: route for route in ROUTES.values()},
+    )
+    graph.add_edge("tally", END)
+    compiled = graph.compile(checkpointer=checkpointer, name=name or AdaptiveRAGRouter.name)
+    compiled.__class__ = AdaptiveRAGGraph  # type: ignore[assignment]
+    return compiled  # type: ignore[return-value]

@@ -1,0 +1,313 @@
+"""Self-RAG: retrieve, generate and critique through reflection tokens (Asai et al., ICLR 2024).
+
+Algorithm (short-form inference, the paper's Algorithm 1 with its segment scoring):
+
+1. generate the answer without passages; at its first position the model gives
+   ``[Retrieval]`` and ``[No Retrieval]`` probabilities;
+2. retrieve when ``p([Retrieval]) / (p([Retrieval]) + p([No Retrieval])) > δ``
+   (``threshold=None``: when the model wrote ``[Retrieval]`` itself);
+3. without retrieval, the answer is generated after ``[No Retrieval]``;
+4. with retrieval, for each of the top ``K`` passages ``d`` generate a segment after
+   ``[Retrieval]<paragraph>d</paragraph>`` and score it,
+   ``S = p(y) + w_rel s_rel + w_sup s_sup + w_use s_use`` (see
+   [`reflection`](#langchain_adaptive_rag.reflection));
+5. the answer is the segment of the highest ``S``, without its reflection tokens.
+
+In graph terms: ``draft`` is step 1, ``score_need`` step 2, ``rerank`` generates and
+scores the ``K`` segments (``rerank_order``: the passages by ``S``, best first; the state's
+``segments`` keep every score), ``continue_generation`` accepts the best segment or
+generates after ``[No Retrieval]``, ``finalize`` strips the reflection tokens.
+
+The scores need a model trained to write reflection tokens: the released
+``selfrag/selfrag_llama2_7b`` and ``_13b``, run on [`ChatTransformers`][], which reads
+their log-probabilities exactly at every position. Building the graph for a model whose
+tokenizer lacks them, or for a served model (its API gives tokens as text, not ids),
+fails with an error naming the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from langgraph.types import Checkpointer
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.policy import (
+    GenerationConfig,
+    GraphModel,
+    Policy,
+    RunContext,
+    TraceModel,
+    bump,
+    retrieval_decision,
+)
+from langchain_adaptive_rag.prompts import QAPrompts
+from langchain_adaptive_rag.reflection import (
+    RETRIEVAL_TOKENS,
+    ReflectionVocabulary,
+    logprobs_at,
+    reflection_vocabulary,
+    retrieval_score,
+    segment_score,
+    strip_reflection,
+)
+from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
+from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
+from langchain_adaptive_rag.streaming import token_stream
+
+__all__ = [
+    "SELF_RAG_PROMPT",
+    "SelfRAGConfig",
+    "SelfRAGPolicy",
+    "create_self_rag_graph",
+]
+
+SELF_RAG_PROMPT = "### Instruction:\n{instruction}\n\n### Response:\n"
+"""The prompt the released Self-RAG models were trained on (the question as the
+instruction)."""
+
+
+@dataclass(frozen=True)
+class SelfRAGConfig(GenerationConfig):
+    """Self-RAG settings (the paper's symbols; the official short-form command's values)."""
+
+    generate_max_length: int = 100
+    """Tokens of each generation (``--max_new_tokens 100``)."""
+    retrieve_topk: int = 10
+    """Passages, one segment each (``K``; ``--ndocs 10``)."""
+    threshold: float | None = 0.2
+    """``δ``: retrieve when the retrieval score exceeds it; ``None``: when the model
+    writes ``[Retrieval]`` itself (RetrievalQA's "None")."""
+    retrieval: Literal["adaptive", "always", "never"] = "adaptive"
+    """``adaptive`` decides as above; ``always`` and ``never`` are the official
+    ``always_retrieve`` and ``no_retrieval`` modes."""
+    w_rel: float = 1.0
+    """Weight of ``s_rel`` (``ISREL``)."""
+    w_sup: float = 1.0
+    """Weight of ``s_sup`` (``ISSUP``)."""
+    w_use: float = 0.5
+    """Weight of ``s_use`` (``ISUSE``): the paper's 0.5 (the official command line's
+    default is 1.0)."""
+    use_sequence_score: bool = True
+    """Add the segment's probability ``p(y)`` (``--use_seqscore``)."""
+    use_support: bool = True
+    """Read the support tokens (``--use_groundness``)."""
+    use_utility: bool = True
+    """Read the utility tokens (``--use_utility``)."""
+    mode: Literal["paper", "reference"] = "paper"
+    """How the retrieval score is read: ``paper``, from the two tokens' probabilities;
+    ``reference``, the official code's ratio of their log-probabilities, which rises as
+    ``[Retrieval]`` becomes less likely (FlashRAG's Self-RAG uses probabilities)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            msg = f"SelfRAGConfig.threshold must be in [0, 1] or None, got {self.threshold}."
+            raise AdaptiveRAGError(msg)
+
+
+class SelfRAGPolicy(Policy):
+    """Self-RAG: the reflection tokens' probabilities decide and pick the best segment."""
+
+    name = "self_rag"
+    display_name = "Self-RAG"
+    config_class = SelfRAGConfig
+    colour = "#843c39"
+    trained_model = "a model trained with Self-RAG's reflection tokens (selfrag/selfrag_llama2_7b)"
+    config: SelfRAGConfig
+
+    def check_model(self, model: TraceModel) -> None:
+        """Fail unless the model's tokenizer has the reflection tokens.
+
+        Raises:
+            AdaptiveRAGError: A model without them, or a served model.
+        """
+        reflection_vocabulary(getattr(model, "hf_tokenizer", None))
+
+    @staticmethod
+    def vocabulary(ctx: RunContext) -> ReflectionVocabulary:
+        """The reflection tokens' ids in the run's model."""
+        return reflection_vocabulary(getattr(ctx.model, "hf_tokenizer", None))
+
+    @staticmethod
+    def prompt(state: AdaptiveRAGState) -> str:
+        """[`SELF_RAG_PROMPT`][] with the question."""
+        return SELF_RAG_PROMPT.format(instruction=state["question"])
+
+    def _generate(
+        self, ctx: RunContext, prompt: str, vocabulary: ReflectionVocabulary
+    ) -> GenerationTrace:
+        """One greedy generation with every reflection token's log-probability recorded."""
+        decoding = replace(
+            self.decoding(ctx, self.config.generate_max_length, ()),
+            token_logprobs=vocabulary.watched,
+        )
+        with token_stream(prompt, self.name) as sink:
+            return ctx.model.generate_trace(prompt, decoding=decoding, on_token=sink)[0]
+
+    def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate without passages; keep the retrieval tokens' log-probabilities."""
+        if self.config.retrieval == "always":  # the official always_retrieve: no first pass
+            return {}
+        vocabulary = self.vocabulary(ctx)
+        trace = self._generate(ctx, self.prompt(state), vocabulary)
+        first = (
+            logprobs_at(trace, 0, vocabulary.of(RETRIEVAL_TOKENS), vocabulary.watched)
+            if trace.num_tokens
+            else [float("nan")] * len(RETRIEVAL_TOKENS)
+        )
+        return {
+            "draft": trace.text,
+            "draft_tokens": list(trace.tokens),
+            "draft_token_ids": [int(i) for i in trace.token_ids],
+            "draft_logprobs": [float(x) for x in trace.logprobs],
+            "reflection_logprobs": dict(zip(RETRIEVAL_TOKENS, first, strict=True)),
+            "counts": bump(
+                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
+            ),
+        }
+
+    def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Retrieve when the retrieval score exceeds ``δ`` (or the model wrote it)."""
+        settings = self.config
+        if settings.retrieval != "adaptive":
+            retrieve = settings.retrieval == "always"
+            note = f"retrieval={settings.retrieval!r}"
+            decision = retrieval_decision(1, retrieve=retrieve, note=note)
+        elif settings.threshold is None:
+            wrote = self.vocabulary(ctx).ids["[Retrieval]"] in state.get("draft_token_ids", [])
+            decision = retrieval_decision(
+                1,
+                retrieve=wrote,
+                trigger_word="[Retrieval]" if wrote else None,
+                note="the model's own decision (threshold=None)",
+            )
+        else:
+            logprobs = state.get("reflection_logprobs", {})
+            retrieve_lp = logprobs.get("[Retrieval]", float("nan"))
+            no_retrieve_lp = logprobs.get("[No Retrieval]", float("nan"))
+            if retrieve_lp != retrieve_lp or no_retrieve_lp != no_retrieve_lp:  # NaN: empty
+                decision = retrieval_decision(
+                    1, retrieve=True, note="nothing generated to read the decision from: retrieved"
+                )
+            else:
+                score = retrieval_score(retrieve_lp, no_retrieve_lp, settings.mode)
+                decision = retrieval_decision(
+                    1,
+                    retrieve=score > settings.threshold,
+                    score=score,
+                    threshold=settings.threshold,
+                    trigger_word="[Retrieval]",
+                )
+        route = "retrieve" if decision["retrieve"] else "continue"
+        return {"route": route, "step": 1, "decision": decision, "docs": []}
+
+    def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Generate and score one segment per passage; order the passages by ``S``.
+
+        Returns:
+            The best passage as ``docs``, the passages' retriever ranks by score (best
+            first) as ``rerank_order``, and every segment with its scores as ``segments``.
+        """
+        docs: list[RetrievedDoc] = list(state.get("docs", []))
+        if not docs:
+            return {"docs": [], "rerank_order": None, "segments": []}
+        vocabulary = self.vocabulary(ctx)
+        settings = self.config
+        segments: list[dict[str, Any]] = []
+        counts = state.get("counts")
+        for doc in docs:
+            title = str(doc.get("metadata", {}).get("title", ""))
+            prompt = (
+                self.prompt(state) + f"[Retrieval]<paragraph>{title}\n{doc['text']}</paragraph>"
+            )
+            trace = self._generate(ctx, prompt, vocabulary)
+            counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
+            score = segment_score(
+                trace,
+                vocabulary,
+                w_rel=settings.w_rel,
+                w_sup=settings.w_sup,
+                w_use=settings.w_use,
+                use_sequence=settings.use_sequence_score,
+                use_support=settings.use_support,
+                use_utility=settings.use_utility,
+            )
+            segments.append(
+                {
+                    "doc_id": doc["id"],
+                    "text": trace.text,
+                    "score": score.total,
+                    "sequence": score.sequence,
+                    "relevance": score.relevance,
+                    "support": score.support,
+                    "utility": score.utility,
+                }
+            )
+        order = sorted(range(len(docs)), key=lambda i: segments[i]["score"], reverse=True)
+        return {
+            "docs": [docs[order[0]]],
+            "rerank_order": order,
+            "segments": segments,
+            "counts": bump(counts, rounds=1),
+        }
+
+    def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """Accept the best segment; without passages, generate after ``[No Retrieval]``."""
+        segments = state.get("segments") or []
+        order = state.get("rerank_order")
+        counts = state.get("counts")
+        if segments and order:
+            text = strip_reflection(str(segments[order[0]]["text"]))
+            tokens = 0
+        else:
+            prompt = self.prompt(state) + "[No Retrieval]"
+            with token_stream(prompt, self.name) as sink:
+                trace = ctx.model.generate_trace(
+                    prompt,
+                    decoding=self.decoding(ctx, self.config.generate_max_length, ()),
+                    on_token=sink,
+                )[0]
+            text, tokens = strip_reflection(trace.text), trace.num_tokens
+            counts = bump(counts, llm_calls=1, generated_tokens=tokens, rounds=1)
+        return {"text": text, "answer_tokens": tokens, "finished": True, "counts": counts}
+
+    def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """The answer is the accepted text (the official short-form evaluation's)."""
+        text = state.get("text", "")
+        return {"answer": text.strip(), "text": text, "counts": bump(state.get("counts"))}
+
+
+def create_self_rag_graph(
+    model: GraphModel,
+    retriever: Retriever,
+    *,
+    config: SelfRAGConfig | None = None,
+    prompts: QAPrompts | None = None,
+    checkpointer: Checkpointer = None,
+    retriever_options: RetrieverOptions | None = None,
+    name: str | None = None,
+) -> AdaptiveRAGGraph:
+    """Self-RAG graph: reflection tokens decide retrieval and pick the best segment.
+
+    Needs [`ChatTransformers`][] over a model trained with Self-RAG's reflection tokens
+    (``selfrag/selfrag_llama2_7b`` or ``_13b``); its prompt is [`SELF_RAG_PROMPT`][]
+    (``prompts`` is not read).
+
+    Raises:
+        AdaptiveRAGError: The model's tokenizer lacks the reflection tokens, or the model
+            is served (no token ids).
+    """
+    policy = SelfRAGPolicy(config or SelfRAGConfig())
+    return build_adaptive_rag_graph(
+        policy,
+        model,
+        retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        retriever_options=retriever_options,
+        name=name,
+    )
