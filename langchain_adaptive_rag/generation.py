@@ -236,6 +236,9 @@ class GenerationTrace:
     """Most likely token ids at each position, shape ``(T, top_logprobs)``."""
     top_logprobs: np.ndarray | None = None
     """Their log-probabilities, shape ``(T, top_logprobs)``."""
+    top_tokens: list[tuple[str, ...]] | None = None
+    """A served model's alternatives as text, per position in the order of
+    ``top_logprobs`` (a server gives no token ids)."""
     token_logprobs: np.ndarray | None = None
     """Log-probabilities of ``DecodingOptions.token_logprobs`` at each position, shape
     ``(T, len(token_logprobs))``; ``None`` when none were asked for (or the model cannot

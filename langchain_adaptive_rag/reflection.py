@@ -42,6 +42,7 @@ __all__ = [
     "ReflectionVocabulary",
     "SegmentScore",
     "TokenIds",
+    "first_written",
     "logprobs_at",
     "reflection_vocabulary",
     "relevance_score",
@@ -89,11 +90,16 @@ class TokenIds(Protocol):
 
 @dataclass(frozen=True)
 class ReflectionVocabulary:
-    """The ids of the reflection tokens in one model's vocabulary."""
+    """Where one model's reflection tokens are read: by id, or (a served model) by text."""
 
     ids: Mapping[str, int]
-    """Token text to id, for every token of [`CONTROL_TOKENS`][] the decision and the
-    scores read."""
+    """Token text to id for every token the decision and the scores read; empty for a
+    served model, whose tokens are read by their text."""
+
+    @property
+    def by_text(self) -> bool:
+        """Whether tokens are matched by text (a served model gives no ids)."""
+        return not self.ids
 
     def of(self, tokens: Sequence[str]) -> tuple[int, ...]:
         """The ids of ``tokens``, in order."""
@@ -101,7 +107,9 @@ class ReflectionVocabulary:
 
     @property
     def watched(self) -> tuple[int, ...]:
-        """Every id the scores read, in the order of the token groups."""
+        """Every id the scores read (empty when read by text)."""
+        if self.by_text:
+            return ()
         return self.of((*RETRIEVAL_TOKENS, *RELEVANCE_TOKENS, *SUPPORT_TOKENS, *UTILITY_TOKENS))
 
 
@@ -121,9 +129,10 @@ def reflection_vocabulary(tokenizer: TokenIds | None) -> ReflectionVocabulary:
     """
     if tokenizer is None or not hasattr(tokenizer, "convert_tokens_to_ids"):
         msg = (
-            "Self-RAG reads the probabilities of its reflection tokens by token id, which "
-            "needs the model's tokenizer; this model has none (a served model's API gives "
-            "tokens as text). Fix: ChatTransformers(model='selfrag/selfrag_llama2_7b')."
+            "Self-RAG reads the probabilities of its reflection tokens, which needs the "
+            "model's tokenizer (or, for a served model, its log-probabilities by text); "
+            "this model has neither. Fix: ChatTransformers(model='selfrag/selfrag_llama2_7b'), "
+            "or a LangChain chat model served with log-probabilities."
         )
         raise AdaptiveRAGError(msg)
     unknown = getattr(tokenizer, "unk_token_id", None)
@@ -147,36 +156,59 @@ def reflection_vocabulary(tokenizer: TokenIds | None) -> ReflectionVocabulary:
 
 
 def logprobs_at(
-    trace: GenerationTrace, position: int, ids: Sequence[int], watched: Sequence[int] = ()
+    trace: GenerationTrace, position: int, tokens: Sequence[str], vocabulary: ReflectionVocabulary
 ) -> list[float]:
-    """Log-probabilities of ``ids`` at ``position`` of ``trace``.
+    """Log-probabilities of the reflection ``tokens`` at ``position`` of ``trace``.
 
-    Read from ``trace.token_logprobs`` (exact, whatever their rank) for the ids the
-    generation watched, else from the trace's top alternatives; an id neither gives is
-    [`UNKNOWN_LOGPROB`][].
+    By id: from ``trace.token_logprobs`` (exact, whatever their rank; the generation
+    watched ``vocabulary.watched``), else from the top alternatives. By text (a served
+    model): from the alternatives' text, or the generated token's own. A token none of
+    these gives is [`UNKNOWN_LOGPROB`][].
 
     Args:
         trace: A generation.
         position: The token index.
-        ids: The token ids.
-        watched: The ids the generation was asked for
-            (``DecodingOptions.token_logprobs``), the columns of ``trace.token_logprobs``.
+        tokens: Reflection tokens, as text.
+        vocabulary: Where the model's reflection tokens are read.
 
     Returns:
-        One log-probability per id.
+        One log-probability per token.
     """
-    found = {int(i): UNKNOWN_LOGPROB for i in ids}
+    found = dict.fromkeys(tokens, UNKNOWN_LOGPROB)
+    if vocabulary.by_text:
+        if trace.top_tokens is not None and trace.top_logprobs is not None:
+            for name, value in zip(
+                trace.top_tokens[position], trace.top_logprobs[position], strict=False
+            ):
+                if name in found:
+                    found[name] = float(value)
+        if trace.tokens[position] in found and not np.isnan(trace.logprobs[position]):
+            found[trace.tokens[position]] = float(trace.logprobs[position])
+        return [found[token] for token in tokens]
+    by_id = {vocabulary.ids[token]: token for token in tokens}
     if trace.top_token_ids is not None and trace.top_logprobs is not None:
-        for token, value in zip(
+        for token_id, value in zip(
             trace.top_token_ids[position], trace.top_logprobs[position], strict=True
         ):
-            if int(token) in found:
-                found[int(token)] = float(value)
-    if trace.token_logprobs is not None and watched:
-        for token, value in zip(watched, trace.token_logprobs[position], strict=True):
-            if int(token) in found:
-                found[int(token)] = float(value)
-    return [found[int(i)] for i in ids]
+            if int(token_id) in by_id:
+                found[by_id[int(token_id)]] = float(value)
+    if trace.token_logprobs is not None and vocabulary.watched:
+        row = trace.token_logprobs[position]
+        for token_id, value in zip(vocabulary.watched, row, strict=True):
+            if token_id in by_id:
+                found[by_id[token_id]] = float(value)
+    return [found[token] for token in tokens]
+
+
+def first_written(
+    trace: GenerationTrace, tokens: Sequence[str], vocabulary: ReflectionVocabulary
+) -> int | None:
+    """The position of the first of ``tokens`` the generation wrote, or ``None``."""
+    if vocabulary.by_text:
+        wanted = set(tokens)
+        return next((i for i, piece in enumerate(trace.tokens) if piece in wanted), None)
+    hits = np.flatnonzero(np.isin(trace.token_ids, np.asarray(vocabulary.of(tokens))))
+    return int(hits[0]) if hits.size else None
 
 
 def retrieval_score(
@@ -270,11 +302,6 @@ class SegmentScore:
     """``s_use``."""
 
 
-def _first_position(token_ids: np.ndarray, wanted: Sequence[int]) -> int | None:
-    hits = np.flatnonzero(np.isin(token_ids, np.asarray(wanted)))
-    return int(hits[0]) if hits.size else None
-
-
 def segment_score(
     trace: GenerationTrace,
     vocabulary: ReflectionVocabulary,
@@ -302,24 +329,22 @@ def segment_score(
     Returns:
         The total and its parts.
     """
-    count = len(trace.token_ids)
     sequence = 0.0
     if use_sequence:
-        sequence = math.exp(float(np.sum(trace.logprobs)) / max(count, 1))
-    watched = vocabulary.watched
+        known = trace.logprobs[~np.isnan(trace.logprobs)]
+        sequence = math.exp(float(np.sum(known)) / max(len(known), 1))
     relevance = 0.0
-    if count:
-        ids = vocabulary.of(RELEVANCE_TOKENS)
-        relevance = relevance_score(logprobs_at(trace, 0, ids, watched))
+    if trace.tokens:
+        relevance = relevance_score(logprobs_at(trace, 0, RELEVANCE_TOKENS, vocabulary))
     support = utility = 0.0
     if use_support:
-        ids = vocabulary.of(SUPPORT_TOKENS)
-        at = _first_position(trace.token_ids, ids)
-        support = support_score(None if at is None else logprobs_at(trace, at, ids, watched))
+        at = first_written(trace, SUPPORT_TOKENS, vocabulary)
+        found = None if at is None else logprobs_at(trace, at, SUPPORT_TOKENS, vocabulary)
+        support = support_score(found)
     if use_utility:
-        ids = vocabulary.of(UTILITY_TOKENS)
-        at = _first_position(trace.token_ids, ids)
-        utility = utility_score(None if at is None else logprobs_at(trace, at, ids, watched))
+        at = first_written(trace, UTILITY_TOKENS, vocabulary)
+        found = None if at is None else logprobs_at(trace, at, UTILITY_TOKENS, vocabulary)
+        utility = utility_score(found)
     total = sequence + w_rel * relevance + w_sup * support + w_use * utility
     return SegmentScore(total, sequence, relevance, support, utility)
 

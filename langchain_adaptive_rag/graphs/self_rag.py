@@ -19,10 +19,13 @@ scores the ``K`` segments (``rerank_order``: the passages by ``S``, best first; 
 generates after ``[No Retrieval]``, ``finalize`` strips the reflection tokens.
 
 The scores need a model trained to write reflection tokens: the released
-``selfrag/selfrag_llama2_7b`` and ``_13b``, run on [`ChatTransformers`][], which reads
-their log-probabilities exactly at every position. Building the graph for a model whose
-tokenizer lacks them, or for a served model (its API gives tokens as text, not ids),
-fails with an error naming the fix.
+``selfrag/selfrag_llama2_7b`` and ``_13b``. On [`ChatTransformers`][] their
+log-probabilities are read exactly at every position, by token id; building the graph
+for a model whose tokenizer lacks them fails with an error naming the fix. On a served
+model they are read by text from the server's top log-probabilities
+(``ServedModel(llm, top_logprobs=20)`` reads more of them), which needs the server to
+keep the reflection tokens in its text (vLLM: ``extra_body={"skip_special_tokens":
+False}``); a token outside the alternatives counts as log-probability -100.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any, Literal
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
     GenerationConfig,
@@ -55,6 +58,7 @@ from langchain_adaptive_rag.reflection import (
     strip_reflection,
 )
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
+from langchain_adaptive_rag.served.model import ServedModel
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
 from langchain_adaptive_rag.streaming import token_stream
 
@@ -120,17 +124,27 @@ class SelfRAGPolicy(Policy):
     config: SelfRAGConfig
 
     def check_model(self, model: TraceModel) -> None:
-        """Fail unless the model's tokenizer has the reflection tokens.
+        """Fail unless the model's tokenizer has the reflection tokens (or it is served).
 
         Raises:
-            AdaptiveRAGError: A model without them, or a served model.
+            AdaptiveRAGError: A model whose tokenizer lacks them.
         """
-        reflection_vocabulary(getattr(model, "hf_tokenizer", None))
+        self.vocabulary_of(model)
 
     @staticmethod
-    def vocabulary(ctx: RunContext) -> ReflectionVocabulary:
-        """The reflection tokens' ids in the run's model."""
-        return reflection_vocabulary(getattr(ctx.model, "hf_tokenizer", None))
+    def vocabulary_of(model: TraceModel) -> ReflectionVocabulary:
+        """Where ``model``'s reflection tokens are read: by id, or by text when served.
+
+        Raises:
+            AdaptiveRAGError: A local model whose tokenizer lacks them.
+        """
+        if isinstance(model, ServedModel):  # its API gives tokens as text, no ids
+            return ReflectionVocabulary({})
+        return reflection_vocabulary(getattr(model, "hf_tokenizer", None))
+
+    def vocabulary(self, ctx: RunContext) -> ReflectionVocabulary:
+        """Where the run's model's reflection tokens are read."""
+        return self.vocabulary_of(ctx.model)
 
     @staticmethod
     def prompt(state: AdaptiveRAGState) -> str:
@@ -146,7 +160,9 @@ class SelfRAGPolicy(Policy):
             token_logprobs=vocabulary.watched,
         )
         with token_stream(prompt, self.name) as sink:
-            return ctx.model.generate_trace(prompt, decoding=decoding, on_token=sink)[0]
+            return ctx.model.generate_trace(
+                prompt, decoding=decoding, capture=CaptureOptions(logprobs=True), on_token=sink
+            )[0]
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate without passages; keep the retrieval tokens' log-probabilities."""
@@ -155,8 +171,8 @@ class SelfRAGPolicy(Policy):
         vocabulary = self.vocabulary(ctx)
         trace = self._generate(ctx, self.prompt(state), vocabulary)
         first = (
-            logprobs_at(trace, 0, vocabulary.of(RETRIEVAL_TOKENS), vocabulary.watched)
-            if trace.num_tokens
+            logprobs_at(trace, 0, RETRIEVAL_TOKENS, vocabulary)
+            if trace.tokens
             else [float("nan")] * len(RETRIEVAL_TOKENS)
         )
         return {
@@ -178,7 +194,12 @@ class SelfRAGPolicy(Policy):
             note = f"retrieval={settings.retrieval!r}"
             decision = retrieval_decision(1, retrieve=retrieve, note=note)
         elif settings.threshold is None:
-            wrote = self.vocabulary(ctx).ids["[Retrieval]"] in state.get("draft_token_ids", [])
+            vocabulary = self.vocabulary(ctx)
+            wrote = (
+                "[Retrieval]" in state.get("draft_tokens", [])
+                if vocabulary.by_text
+                else vocabulary.ids["[Retrieval]"] in state.get("draft_token_ids", [])
+            )
             decision = retrieval_decision(
                 1,
                 retrieve=wrote,
@@ -293,13 +314,12 @@ def create_self_rag_graph(
 ) -> AdaptiveRAGGraph:
     """Self-RAG graph: reflection tokens decide retrieval and pick the best segment.
 
-    Needs [`ChatTransformers`][] over a model trained with Self-RAG's reflection tokens
-    (``selfrag/selfrag_llama2_7b`` or ``_13b``); its prompt is [`SELF_RAG_PROMPT`][]
-    (``prompts`` is not read).
+    Needs a model trained with Self-RAG's reflection tokens (``selfrag/selfrag_llama2_7b``
+    or ``_13b``), on [`ChatTransformers`][] or served with log-probabilities; its prompt
+    is [`SELF_RAG_PROMPT`][] (``prompts`` is not read).
 
     Raises:
-        AdaptiveRAGError: The model's tokenizer lacks the reflection tokens, or the model
-            is served (no token ids).
+        AdaptiveRAGError: A local model's tokenizer lacks the reflection tokens.
     """
     policy = SelfRAGPolicy(config or SelfRAGConfig())
     return build_adaptive_rag_graph(

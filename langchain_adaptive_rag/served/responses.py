@@ -33,6 +33,8 @@ class TokenLogprob:
     logprob: float
     top: tuple[float, ...]
     """Log-probabilities of the top-k alternatives (may include the token itself)."""
+    top_tokens: tuple[str, ...] = ()
+    """The alternatives' text, in the order of ``top``."""
 
 
 def read_logprobs(raw: object) -> list[TokenLogprob] | None:
@@ -54,6 +56,7 @@ def read_logprobs(raw: object) -> list[TokenLogprob] | None:
                 token=str(token),
                 logprob=float(logprob) if logprob is not None else float("nan"),
                 top=tuple(float(v) for v in (top or {}).values()),
+                top_tokens=tuple(str(k) for k in (top or {})),
             )
             for token, logprob, top in zip(raw["tokens"], raw["token_logprobs"], tops, strict=False)
         ]
@@ -64,6 +67,9 @@ def read_logprobs(raw: object) -> list[TokenLogprob] | None:
                 logprob=float(_field(entry, "logprob")),
                 top=tuple(
                     float(_field(alt, "logprob")) for alt in _field(entry, "top_logprobs") or ()
+                ),
+                top_tokens=tuple(
+                    str(_field(alt, "token")) for alt in _field(entry, "top_logprobs") or ()
                 ),
             )
             for entry in raw
@@ -118,11 +124,13 @@ def trace_from_response(
         pieces = word_pieces(text)
         values = [float("nan")] * len(pieces)
         tops: list[tuple[float, ...]] = [()] * len(pieces)
+        named: list[tuple[str, ...]] = [()] * len(pieces)
     else:
-        pieces, values, tops = _pieces_spelling(text, entries)
+        pieces, values, tops, named = _pieces_spelling(text, entries)
     if len(pieces) > max_new_tokens:
         budget = max_new_tokens
-        pieces, values, tops = pieces[:budget], values[:budget], tops[:budget]
+        pieces, values = pieces[:budget], values[:budget]
+        tops, named = tops[:budget], named[:budget]
         text, finish_reason, stop_string = "".join(pieces), "length", None
     entropies, outside = [], []
     for value, top in zip(values, tops, strict=True):
@@ -137,6 +145,7 @@ def trace_from_response(
     if generated_tokens is not None and finish_reason == "stop":
         count = max(count, min(generated_tokens, max_new_tokens))
     width = max((len(top) for top in tops), default=0)
+    ranked = [_ranked(top, names) for top, names in zip(tops, named, strict=True)]
     return GenerationTrace(
         prompt_ids=np.zeros(0, dtype=np.int64),
         token_ids=np.full(count, -1, dtype=np.int64),
@@ -146,14 +155,15 @@ def trace_from_response(
         entropies=np.asarray(entropies, dtype=np.float64),
         finish_reason=finish_reason,
         stop_string=stop_string if finish_reason == "stop" else None,
-        top_logprobs=_padded(tops, width) if width else None,
+        top_logprobs=_padded([values for values, _ in ranked], width) if width else None,
+        top_tokens=[names for _, names in ranked] if any(named) else None,
         entropy_outside_mass=np.asarray(outside, dtype=np.float64),
     )
 
 
 def _pieces_spelling(
     text: str, entries: Sequence[TokenLogprob]
-) -> tuple[list[str], list[float], list[tuple[float, ...]]]:
+) -> tuple[list[str], list[float], list[tuple[float, ...]], list[tuple[str, ...]]]:
     """The leading tokens whose pieces spell ``text``, the last one cut to its end.
 
     Text the tokens do not reach (a server that lists fewer tokens than it wrote) is one
@@ -162,6 +172,7 @@ def _pieces_spelling(
     pieces: list[str] = []
     values: list[float] = []
     tops: list[tuple[float, ...]] = []
+    named: list[tuple[str, ...]] = []
     used = 0
     for entry in entries:
         if used >= len(text):
@@ -174,12 +185,24 @@ def _pieces_spelling(
         pieces.append(piece)
         values.append(entry.logprob)
         tops.append(entry.top)
+        named.append(entry.top_tokens)
         used += len(piece)
     if used < len(text):
         pieces.append(text[used:])
         values.append(float("nan"))
         tops.append(())
-    return pieces, values, tops
+        named.append(())
+    return pieces, values, tops, named
+
+
+def _ranked(
+    top: tuple[float, ...], names: tuple[str, ...]
+) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """The alternatives most likely first, their text kept beside their log-probability."""
+    if len(names) != len(top):  # no text for them: the values alone, ranked
+        return tuple(sorted(top, reverse=True)), ()
+    pairs = sorted(zip(top, names, strict=True), key=lambda pair: -pair[0])
+    return tuple(v for v, _ in pairs), tuple(n for _, n in pairs)
 
 
 def _padded(tops: Sequence[tuple[float, ...]], width: int) -> np.ndarray:

@@ -218,3 +218,7 @@ def test_a_recorded_run_holds_the_routes_rounds_and_the_class() -> None:
     assert record.events[0]["event"] == "complexity" and record.events[0]["complexity"] == "C"
     queries = [r.retrieval.query for r in record.rounds if r.retrieval is not None]
     assert queries == [e["query"] for e in alone["retrievals"]]
+    from langchain_adaptive_rag.visualize import report_html
+
+    page = report_html([record], title="routes", graphs={"adaptive_rag": graph})
+    assert "adaptive_rag: When was the director" in page and "Anna Berg" in page

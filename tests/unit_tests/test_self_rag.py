@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from langchain_adaptive_rag import (
     SelfRAGConfig,
@@ -125,7 +131,10 @@ def test_log_probabilities_come_from_the_watched_ids_or_the_top_alternatives() -
             "token_logprobs": None,
         }
     )
-    assert logprobs_at(trace, 0, [104, 103]) == [pytest.approx(-0.7), -100.0]
+    assert logprobs_at(trace, 0, ["[Irrelevant]", "[Relevant]"], VOCABULARY) == [
+        pytest.approx(-0.7),
+        -100.0,
+    ]
 
 
 def test_reflection_tokens_are_removed_from_the_answer() -> None:
@@ -236,7 +245,7 @@ def test_always_and_never_are_the_codes_modes(retrieval: str, calls: int) -> Non
 def test_a_model_without_reflection_tokens_is_refused_when_the_graph_is_built() -> None:
     retriever = create_bm25_retriever(PASSAGES)
     with pytest.raises(AdaptiveRAGError, match="needs the model's tokenizer"):
-        create_adaptive_rag_graph(FakeTraceModel([]), retriever, "self_rag")
+        create_adaptive_rag_graph(FakeTraceModel([]), retriever, "self_rag")  # type: ignore[arg-type]
     lacking = {k: v for k, v in IDS.items() if k != "[Utility:3]"}
     with pytest.raises(AdaptiveRAGError, match=r"this tokenizer lacks \[Utility:3\]"):
         create_adaptive_rag_graph(FakeTraceModel([], vocabulary=lacking), retriever, "self_rag")
@@ -259,3 +268,91 @@ def test_a_recorded_run_shows_the_decision_and_the_passages_by_score() -> None:
     assert decided[0].decision.score == pytest.approx(0.75)  # type: ignore[union-attr]
     retrieval = next(r.retrieval for r in record.rounds if r.retrieval is not None)
     assert retrieval.rerank_order == [1, 0] and record.answer == "b"
+
+
+# -- a served model: the reflection tokens read by their text ------------------------------
+
+
+class ReflectingServer(BaseChatModel):
+    """Replies as an OpenAI-compatible server with reflection tokens in its text: each
+    reply is a list of (token, log-probability, alternatives) entries."""
+
+    replies: list[list[tuple[str, float, dict[str, float]]]]
+    prompts: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "reflecting-server"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.prompts.append(str(messages[-1].content))
+        entries = self.replies[len(self.prompts) - 1]
+        content = [
+            {
+                "token": token,
+                "logprob": logprob,
+                "top_logprobs": [{"token": t, "logprob": v} for t, v in alternatives.items()],
+            }
+            for token, logprob, alternatives in entries
+        ]
+        message = AIMessage(
+            "".join(token for token, _, _ in entries),
+            response_metadata={"finish_reason": "stop", "logprobs": {"content": content}},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _served_segment(text: str, relevant: float) -> list[tuple[str, float, dict[str, float]]]:
+    return [
+        (
+            "[Relevant]",
+            ln(relevant),
+            {"[Relevant]": ln(relevant), "[Irrelevant]": ln(1 - relevant)},
+        ),
+        (text, 0.0, {}),
+        (
+            "[Fully supported]",
+            ln(0.5),
+            {"[Fully supported]": ln(0.5), "[Partially supported]": ln(0.5)},
+        ),
+        ("[Utility:5]", 0.0, {"[Utility:5]": 0.0}),
+    ]
+
+
+def test_on_a_served_model_the_tokens_are_read_by_their_text() -> None:
+    draft = [(" Anna", ln(0.1), {"[Retrieval]": ln(0.6), "[No Retrieval]": ln(0.2)})]
+    server = ReflectingServer(
+        replies=[draft, _served_segment(" a", 0.2), _served_segment(" b", 0.9)]
+    )
+    graph = create_self_rag_graph(
+        server, create_bm25_retriever(PASSAGES), config=SelfRAGConfig(retrieve_topk=2)
+    )
+    updates = {
+        node: update
+        for part in graph.stream({"question": QUESTION}, stream_mode="updates")
+        for node, update in part.items()
+    }
+    assert updates["score_need"]["decision"]["score"] == pytest.approx(0.75)
+    segments = updates["rerank"]["segments"]
+    for segment, relevant in zip(segments, (0.2, 0.9), strict=True):
+        sequence = math.exp((ln(relevant) + ln(0.5)) / 4)  # the mean of the four tokens'
+        assert segment["relevance"] == pytest.approx(relevant)
+        assert (segment["support"], segment["utility"]) == pytest.approx((0.75, 1.0))
+        assert segment["score"] == pytest.approx(sequence + relevant + 0.75 + 0.5)
+    assert updates["finalize"]["answer"] == "b"
+    assert server.prompts[1].endswith(f"[Retrieval]<paragraph>\n{PASSAGES[0]}</paragraph>")
+
+
+def test_a_served_model_without_log_probabilities_is_refused_at_the_first_call() -> None:
+    from langchain_core.language_models import GenericFakeChatModel
+
+    chat = GenericFakeChatModel(messages=iter([AIMessage(" Anna Berg")]))
+    graph = create_self_rag_graph(chat, create_bm25_retriever(PASSAGES))
+    with pytest.raises(AdaptiveRAGError, match="returned no token log-probabilities"):
+        graph.invoke({"question": QUESTION})

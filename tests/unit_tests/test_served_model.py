@@ -85,16 +85,17 @@ def test_read_logprobs_of_the_chat_and_the_completions_shapes() -> None:
             }
         ]
     }
-    assert read_logprobs(chat) == [TokenLogprob(" Paris", -0.1, (-0.1,))]
-    assert read_logprobs(chat["content"]) == [TokenLogprob(" Paris", -0.1, (-0.1,))]  # Ollama
+    paris = TokenLogprob(" Paris", -0.1, (-0.1,), (" Paris",))
+    assert read_logprobs(chat) == [paris]
+    assert read_logprobs(chat["content"]) == [paris]  # Ollama
     completions = {
         "tokens": [" Par", "is"],
         "token_logprobs": [-0.5, -0.01],
         "top_logprobs": [{" Par": -0.5, " Lyon": -1.5}, {"is": -0.01}],
     }
     assert read_logprobs(completions) == [
-        TokenLogprob(" Par", -0.5, (-0.5, -1.5)),
-        TokenLogprob("is", -0.01, (-0.01,)),
+        TokenLogprob(" Par", -0.5, (-0.5, -1.5), (" Par", " Lyon")),
+        TokenLogprob("is", -0.01, (-0.01,), ("is",)),
     ]
     assert read_logprobs(None) is None and read_logprobs({"content": None}) is None
 
@@ -112,6 +113,17 @@ def test_trace_keeps_the_tokens_that_spell_the_text() -> None:
     assert trace.entropy_outside_mass is not None
     np.testing.assert_allclose(trace.entropy_outside_mass, [0.1, 0.2])
     assert (trace.token_ids == -1).all() and trace.num_prompt_tokens == 0
+    assert trace.top_tokens is None  # no alternatives' text was given
+
+
+def test_trace_keeps_the_alternatives_text_beside_their_log_probabilities() -> None:
+    entries = [
+        TokenLogprob(" Paris", math.log(0.9), (math.log(0.05), math.log(0.9)), (" Lyon", " Paris"))
+    ]
+    trace = trace_from_response(" Paris", "stop", entries, stop_string=None, max_new_tokens=8)
+    assert trace.top_tokens == [(" Paris", " Lyon")]  # most likely first, as top_logprobs
+    assert trace.top_logprobs is not None
+    np.testing.assert_allclose(np.exp(trace.top_logprobs[0]), [0.9, 0.05])
 
 
 def test_trace_cuts_a_token_that_runs_past_the_text_and_adds_text_no_token_spells() -> None:
@@ -282,12 +294,6 @@ def test_text_methods_run_on_a_generic_chat_model(method: str, replies: list[str
     assert result["counts"]["llm_calls"] <= 2
     expected = 0 if method in ("no_retrieval", "ta_are") else 1
     assert result["counts"]["retrievals"] == expected
-
-
-def test_self_rag_is_refused_on_a_served_model_when_built() -> None:
-    chat = GenericFakeChatModel(messages=iter([AIMessage(ONE_SENTENCE)]))
-    with pytest.raises(AdaptiveRAGError, match="needs the model's tokenizer"):
-        create_adaptive_rag_graph(chat, RecordingRetriever(), "self_rag")  # type: ignore[arg-type]
 
 
 # -- the same behaviour as the in-process model on the same tokens ------------------------
