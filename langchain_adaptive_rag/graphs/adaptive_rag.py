@@ -320,7 +320,7 @@ def create_adaptive_rag_router_graph(
     for label, policy in policies.items():
         route = build_adaptive_rag_graph(
             policy,
-            model,
+            trace_model,  # one model (and, when served, one client) for every route
             retriever,
             prompts=qa_prompts,
             retriever_options=retriever_options,
