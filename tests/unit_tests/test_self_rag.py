@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -356,3 +358,26 @@ def test_a_served_model_without_log_probabilities_is_refused_at_the_first_call()
     graph = create_self_rag_graph(chat, create_bm25_retriever(PASSAGES))
     with pytest.raises(AdaptiveRAGError, match="returned no token log-probabilities"):
         graph.invoke({"question": QUESTION})
+
+
+def test_the_harness_evaluates_it_and_records_its_counts(tmp_path: Path) -> None:
+    from langchain_adaptive_rag.evaluation import Example, evaluate_method
+
+    model = FakeTraceModel(
+        [_draft(0.6, 0.2), _segment_reply(" Carl Lind", 0.2), _segment_reply(" Anna Berg", 0.9)],
+        vocabulary=IDS,
+    )
+    report = evaluate_method(
+        model,  # type: ignore[arg-type]
+        create_bm25_retriever(PASSAGES),
+        "self_rag",
+        [Example(id="q1", question=QUESTION, answers=("Anna Berg",), dataset="hotpotqa")],
+        tmp_path,
+        config=SelfRAGConfig(retrieve_topk=2),
+        progress=False,
+    )
+    assert (report.new, report.errors) == (1, 0)
+    (line,) = (tmp_path / "results.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["metrics"]["em"] == 1.0 and record["counts"]["llm_calls"] == 3
+    assert record["retrievals"][0]["rerank_order"] == [1, 0]
