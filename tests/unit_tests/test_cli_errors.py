@@ -195,6 +195,16 @@ def test_demo_checks_its_report_path_and_model_before_running(
     assert "expected an integer >= 1" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("no_model")
+def test_demo_says_which_method_the_toy_model_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("langchain_adaptive_rag.toyworld.load_toy_model", _no_model)
+    assert main(["demo", "--methods", "adaptive_rag,self_rag"]) == 2
+    out = capsys.readouterr().out
+    assert "The toy model cannot run ['self_rag']" in out and "reflection tokens" in out
+
+
 @pytest.fixture
 def corrupt_model(tmp_path: Path) -> Path:
     from transformers import LlamaConfig
