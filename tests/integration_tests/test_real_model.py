@@ -96,21 +96,34 @@ def test_the_model_is_gemma_3_with_sliding_and_global_layers(chat: ChatTransform
     assert sum(p.numel() for p in chat.hf_model.parameters()) == 268_098_176
 
 
-def test_greedy_tokens_equal_generate(chat: ChatTransformers, eager: Any) -> None:
-    prompt = build_prompt(PROMPTS, QUESTION)
+@pytest.mark.parametrize("docs", [(), DOCS], ids=["short", "past-window"])
+def test_greedy_tokens_and_stop_strings_equal_generate(
+    chat: ChatTransformers, eager: Any, docs: list[RetrievedDoc]
+) -> None:
+    """Greedy tokens as ``generate`` gives them; past the 512-token window, with stop
+    strings (their tokens kept, their text cut) as ``generate(stop_strings=...)``."""
+    prompt = build_prompt(PROMPTS, QUESTION, docs=docs)
     ids = chat.encode(prompt)
-    (trace,) = chat.generate_trace(prompt, decoding=DecodingOptions(max_new_tokens=24))
+    stop = (".", *PROMPTS.stop) if docs else ()  # a sentence's end, or the answer's line
+    (trace,) = chat.generate_trace(prompt, decoding=DecodingOptions(max_new_tokens=24, stop=stop))
     out = eager.generate(
         torch.tensor([ids]),
         attention_mask=torch.ones(1, len(ids), dtype=torch.long),
         max_new_tokens=24,
         do_sample=False,
+        **({"stop_strings": list(stop), "tokenizer": chat.hf_tokenizer} if stop else {}),
     )
     reference = out[0, len(ids) :].tolist()
     eos = {int(i) for i in np.atleast_1d(eager.generation_config.eos_token_id)}
     reference = reference[: next((i for i, t in enumerate(reference) if t in eos), None)]
     assert trace.token_ids.tolist() == reference
-    assert "the answer is" in chat.hf_tokenizer.decode(reference).lower() or trace.num_tokens == 24
+    text = chat.hf_tokenizer.decode(reference, skip_special_tokens=True)
+    if docs:
+        assert len(ids) > 600  # past the window
+        assert trace.text == min((text.split(s)[0] for s in stop), key=len)
+        assert trace.stop_string in stop  # a stop string ended it, where generate's did
+    else:
+        assert "the answer is" in text.lower() or trace.num_tokens == 24
 
 
 @pytest.mark.parametrize("layer", [SLIDING_LAYER, GLOBAL_LAYER])

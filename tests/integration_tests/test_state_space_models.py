@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers
 
 from langchain_adaptive_rag import (
     AdaptiveRAGError,
@@ -26,67 +25,21 @@ from langchain_adaptive_rag import (
 )
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
 from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
+from tests.families import save_tiny_family
 from tests.integration_tests.test_latent_attention import PROMPTS
 from tests.together import decoded_together
 from tests.trace_options import trace_options
 from tests.unit_tests.test_fixed_graphs import RecordingRetriever
 
 ATOL = 1e-5
-
-
-def _save(model: transformers.PreTrainedModel, tokenizer: object, path: Path) -> Path:
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)  # type: ignore[attr-defined]
-    return path
+STATE_SPACE = ("mamba", "lfm2", "nemotron_h")
+"""Mamba; LFM2 (convolutions and attention); Nemotron-H (Mamba-2, attention, MLP)."""
 
 
 @pytest.fixture(scope="module")
-def tiny_models(
-    tiny_model_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Path]:
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dirs["llama"])
-    common = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": 32,
-        "num_hidden_layers": 4,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pad_token_id": 3,
-    }
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("state-space")
-    transformers.set_seed(0)
-    mamba = transformers.MambaForCausalLM(
-        transformers.MambaConfig(**common, state_size=8, expand=2, conv_kernel=4)
-    )
-    hybrid = transformers.Lfm2ForCausalLM(
-        transformers.Lfm2Config(
-            **common,
-            intermediate_size=64,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            layer_types=["conv", "full_attention", "conv", "conv"],
-        )
-    )
-    nemotron = transformers.NemotronHForCausalLM(
-        transformers.NemotronHConfig(
-            **common,
-            intermediate_size=64,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=8,
-            hybrid_override_pattern="M*M-",  # Mamba-2, attention, Mamba-2, MLP
-            mamba_num_heads=4,
-            mamba_head_dim=16,
-            ssm_state_size=8,
-            n_groups=1,
-            expand=2,
-        )
-    )
-    return {
-        "mamba": _save(mamba, tokenizer, root / "mamba"),
-        "lfm2": _save(hybrid, tokenizer, root / "lfm2"),
-        "nemotron_h": _save(nemotron, tokenizer, root / "nemotron_h"),
-    }
+    return {family: save_tiny_family(family, root / family) for family in STATE_SPACE}
 
 
 @pytest.mark.parametrize("arch", ["mamba", "lfm2", "nemotron_h"])
