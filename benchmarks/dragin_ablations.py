@@ -31,7 +31,7 @@ from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
 from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import config_class, create_adaptive_rag_graph, display_name
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 
 TABLE_4 = ("fix_length", "fix_sentence", "flare", "dragin")
@@ -49,7 +49,7 @@ class Question:
     gold_ids: frozenset[str]
 
 
-def _toy(limit: int) -> tuple[Any, Any, list[Question], QAPrompts, dict[str, GenerationConfig]]:
+def _toy(limit: int) -> tuple[Any, Any, list[Question], QAPrompts, dict[str, MethodConfig]]:
     from langchain_adaptive_rag.toyworld import (
         TOY_PROMPTS,
         load_toy_model,
@@ -71,7 +71,7 @@ def _toy(limit: int) -> tuple[Any, Any, list[Question], QAPrompts, dict[str, Gen
     return model, toy_retriever(), questions, TOY_PROMPTS, dict(TOY_CONFIGS)
 
 
-def _real(limit: int) -> tuple[Any, Any, list[Question], QAPrompts, dict[str, GenerationConfig]]:
+def _real(limit: int) -> tuple[Any, Any, list[Question], QAPrompts, dict[str, MethodConfig]]:
     from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 
     rows = [json.loads(line) for line in HOTPOT.read_text().splitlines()[:limit]]

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         PromptTooLongError,
     )
     from langchain_adaptive_rag.exemplars import dataset_prompts, load_exemplars
-    from langchain_adaptive_rag.generation import GenerationTrace
+    from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, GenerationTrace
     from langchain_adaptive_rag.graphs import (
         AVAILABLE_METHODS,
         create_adaptive_rag_graph,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.self_rag import SelfRAGConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
-    from langchain_adaptive_rag.policy import GenerationConfig
+    from langchain_adaptive_rag.policy import MethodConfig
     from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
     from langchain_adaptive_rag.retrievers import (
         BM25Retriever,
@@ -96,7 +96,10 @@ _EXPORTS: dict[str, str] = {
     "FixSentenceConfig": "langchain_adaptive_rag.graphs.fixed",
     "FLAREConfig": "langchain_adaptive_rag.graphs.flare",
     "IRCoTConfig": "langchain_adaptive_rag.graphs.ircot",
-    "GenerationConfig": "langchain_adaptive_rag.policy",
+    "MethodConfig": "langchain_adaptive_rag.policy",
+    "GenerationConfig": "langchain_adaptive_rag.policy",  # the old name: it warns
+    "CaptureOptions": "langchain_adaptive_rag.generation",
+    "DecodingOptions": "langchain_adaptive_rag.generation",
     "GenerationTrace": "langchain_adaptive_rag.generation",
     "get_token_signals": "langchain_adaptive_rag.chat_models",
     "HiddenLayerError": "langchain_adaptive_rag.errors",
@@ -123,16 +126,18 @@ __all__ = [
     "AttentionUnavailableError",
     "BM25Retriever",
     "CallCancelledError",
+    "CaptureOptions",
     "ChatTransformers",
     "DRAGINConfig",
+    "DecodingOptions",
     "Exemplar",
     "FLAREConfig",
     "FixLengthConfig",
     "FixSentenceConfig",
-    "GenerationConfig",
     "GenerationTrace",
     "HiddenLayerError",
     "IRCoTConfig",
+    "MethodConfig",
     "ModelServerError",
     "PromptTooLongError",
     "QAPrompts",

@@ -348,7 +348,7 @@ DATASET_GENERATE_MAX_LENGTH: dict[str, int] = {
     "strategyqa": 100,
     "simple_qa": 64,
 }
-"""The answer budget (``GenerationConfig.generate_max_length``) of the DRAGIN configs."""
+"""The answer budget (``MethodConfig.generate_max_length``) of the DRAGIN configs."""
 
 
 def dataset_prompts(

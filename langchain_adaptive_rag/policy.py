@@ -11,6 +11,7 @@ import copy
 import math
 import types
 import typing
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias
@@ -42,8 +43,8 @@ from langchain_adaptive_rag.state import (
 from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
-    "GenerationConfig",
     "GraphModel",
+    "MethodConfig",
     "MethodFacts",
     "NeedRoute",
     "Policy",
@@ -100,8 +101,13 @@ GraphModel: TypeAlias = "TraceModel | BaseLanguageModel[Any]"
 
 
 @dataclass(frozen=True)
-class GenerationConfig:
-    """Settings every method shares (the DRAGIN code's names in brackets)."""
+class MethodConfig:
+    """Settings every method shares (the DRAGIN code's names in brackets).
+
+    Each method's config extends it ([`DRAGINConfig`][], ...). It was called
+    ``GenerationConfig``, which transformers' own class of that name shadowed; that name
+    still works and warns.
+    """
 
     generate_max_length: int = 64
     """Token budget of the whole answer [``generate_max_length``]: 64 / 100 / 128 by
@@ -267,7 +273,7 @@ class MethodFacts:
     """The method's id (``create_adaptive_rag_graph(..., method)``, results files)."""
     display_name: ClassVar[str] = "wo-RAG"
     """The method's name in the papers, shown in every user-facing table."""
-    config_class: ClassVar[type[GenerationConfig]] = GenerationConfig
+    config_class: ClassVar[type[MethodConfig]] = MethodConfig
     """The config class the method takes."""
     threshold_field: ClassVar[str | None] = None
     """The config field holding the retrieval threshold (``None``: no threshold)."""
@@ -289,7 +295,7 @@ class Policy(MethodFacts):
 
     needs_attention: ClassVar[bool] = False
 
-    def __init__(self, config: GenerationConfig) -> None:
+    def __init__(self, config: MethodConfig) -> None:
         """Keep the method's configuration.
 
         Args:
@@ -297,7 +303,7 @@ class Policy(MethodFacts):
         """
         self.config = config
 
-    def with_config(self, config: GenerationConfig) -> Policy:
+    def with_config(self, config: MethodConfig) -> Policy:
         """This method with another config: one run's per-call settings.
 
         Args:
@@ -560,3 +566,17 @@ class Policy(MethodFacts):
             text = text + trace.text
             counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
         return {"answer": answer, "text": text, "counts": bump(counts)}
+
+
+def __getattr__(name: str) -> object:
+    """``GenerationConfig``, the old name of [`MethodConfig`][], with a deprecation warning."""
+    if name == "GenerationConfig":
+        warnings.warn(
+            "GenerationConfig is now MethodConfig (transformers has a GenerationConfig of "
+            "its own); the old name will be removed. Fix: import MethodConfig.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return MethodConfig
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -40,7 +40,7 @@ from langchain_adaptive_rag.graphs import (
     create_adaptive_rag_graph,
     policy_class,
 )
-from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
+from langchain_adaptive_rag.policy import MethodConfig, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 
 __all__ = [
@@ -114,7 +114,7 @@ def calibrate_threshold(
     values: Sequence[float],
     *,
     out_dir: PathLike | None = None,
-    config: GenerationConfig | None = None,
+    config: MethodConfig | None = None,
     prompts: QAPrompts | None = None,
     settings: RunSettings | None = None,
     concurrency: int = 1,
@@ -197,7 +197,7 @@ def _sweep(
     examples: Sequence[Example],
     model: TraceModel,
     retriever: BaseRetriever,
-    configs: Sequence[tuple[float, GenerationConfig]],
+    configs: Sequence[tuple[float, MethodConfig]],
     root: Path,
     options: _SweepOptions,
 ) -> list[CalibrationPoint]:

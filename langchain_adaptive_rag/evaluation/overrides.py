@@ -23,25 +23,25 @@ from typing import Literal, TypeVar, Union, get_args, get_origin
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import config_class
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 
 __all__ = ["config_class_for", "config_to_dict", "parse_config_overrides"]
 
-ConfigT = TypeVar("ConfigT", bound=GenerationConfig)
+ConfigT = TypeVar("ConfigT", bound=MethodConfig)
 
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 _NONE = frozenset({"none", "null"})
 
 
-def config_class_for(method: str) -> type[GenerationConfig]:
+def config_class_for(method: str) -> type[MethodConfig]:
     """The config class a method's graph takes.
 
     Args:
         method: One of [`AVAILABLE_METHODS`][].
 
     Returns:
-        [`DRAGINConfig`][] for ``"dragin"``, [`GenerationConfig`][] for ``"no_retrieval"``, ...
+        [`DRAGINConfig`][] for ``"dragin"``, [`MethodConfig`][] for ``"no_retrieval"``, ...
 
     Raises:
         AdaptiveRAGError: The method is unknown.
@@ -49,7 +49,7 @@ def config_class_for(method: str) -> type[GenerationConfig]:
     return config_class(method)
 
 
-def config_to_dict(config: GenerationConfig) -> dict[str, object]:
+def config_to_dict(config: MethodConfig) -> dict[str, object]:
     """A config's field values as JSON-ready data (tuples become lists).
 
     Args:

@@ -60,7 +60,7 @@ from langchain_adaptive_rag.evaluation.summary import (
     write_table,
 )
 from langchain_adaptive_rag.graphs import Method, create_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
+from langchain_adaptive_rag.policy import MethodConfig, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import AdaptiveRAGInput
 
@@ -435,7 +435,7 @@ def evaluate_method(
     examples: Sequence[Example],
     out_dir: PathLike,
     *,
-    config: GenerationConfig | None = None,
+    config: MethodConfig | None = None,
     prompts: QAPrompts | None = None,
     settings: RunSettings | None = None,
     resume: bool = True,

@@ -24,7 +24,7 @@ from langchain_adaptive_rag.exemplars import (
     dataset_prompts,
 )
 from langchain_adaptive_rag.graphs import Method
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import (
     BM25Retriever,
@@ -73,7 +73,7 @@ class EvalSetup:
     """The questions to answer (after ``limit``)."""
     retriever: BM25Retriever
     """BM25 over the corpus (in memory, or memory-mapped from ``--index``)."""
-    config: GenerationConfig
+    config: MethodConfig
     """The method config."""
     prompts: QAPrompts | None
     """The prompt set (``None``: the package default)."""
@@ -96,7 +96,7 @@ def _build_config(
     overrides: Sequence[str],
     k: int | None,
     threshold_field: str | None = None,
-) -> GenerationConfig:
+) -> MethodConfig:
     config_class = config_class_for(method)
     base = config_class()
     budget = DATASET_GENERATE_MAX_LENGTH.get(prompts_name)
@@ -302,7 +302,7 @@ MIN_BATCH_ROWS = 64
 """The fewest sequences an evaluation's decoding loop makes room for (the model's default)."""
 
 
-def batch_rows(config: GenerationConfig, concurrency: int) -> int:
+def batch_rows(config: MethodConfig, concurrency: int) -> int:
     """Sequences a loop decodes together so ``concurrency`` questions' calls all fit.
 
     Each question has one model call at a time, of ``config.rows_per_call`` sequences

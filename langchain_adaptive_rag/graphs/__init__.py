@@ -33,7 +33,7 @@ from langchain_adaptive_rag.graphs.ta_are import (
     create_ta_are_graph,
     create_vanilla_graph,
 )
-from langchain_adaptive_rag.policy import GenerationConfig, GraphModel, MethodFacts, Policy
+from langchain_adaptive_rag.policy import GraphModel, MethodConfig, MethodFacts, Policy
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 
@@ -118,7 +118,7 @@ def policy_class(method: str) -> type[MethodFacts]:
     return _METHODS[method]
 
 
-def config_class(method: str) -> type[GenerationConfig]:
+def config_class(method: str) -> type[MethodConfig]:
     """The config class a method takes ([`FLAREConfig`][] for ``"flare"``, ...).
 
     Args:
@@ -147,7 +147,7 @@ def create_adaptive_rag_graph(
     retriever: Retriever,
     method: Method,
     *,
-    config: GenerationConfig | None = None,
+    config: MethodConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
     retriever_options: RetrieverOptions | None = None,

@@ -52,8 +52,8 @@ from langchain_adaptive_rag.graphs.fixed import NoRetrievalPolicy, SingleRoundPo
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig, IRCoTPolicy, IRCoTReader
 from langchain_adaptive_rag.nodes import start_of_run
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     MethodFacts,
     Policy,
     TraceModel,
@@ -83,7 +83,7 @@ ROUTES: dict[Complexity, str] = {"A": "no_retrieval", "B": "single_round", "C": 
 
 
 @dataclass(frozen=True)
-class AdaptiveRAGConfig(GenerationConfig):
+class AdaptiveRAGConfig(MethodConfig):
     """Adaptive-RAG settings: the classifier, and the routes' shared and IRCoT settings.
 
     The shared fields (``generate_max_length``, ``retrieve_topk``, ...) hold for every
@@ -112,11 +112,9 @@ class AdaptiveRAGConfig(GenerationConfig):
                 msg = f"AdaptiveRAGConfig.{name} must be >= 1, got {value}."
                 raise AdaptiveRAGError(msg)
 
-    def route_config(self, complexity: Complexity) -> GenerationConfig:
+    def route_config(self, complexity: Complexity) -> MethodConfig:
         """The config of the method that answers questions of class ``complexity``."""
-        shared = {
-            item.name: getattr(self, item.name) for item in dataclasses.fields(GenerationConfig)
-        }
+        shared = {item.name: getattr(self, item.name) for item in dataclasses.fields(MethodConfig)}
         if complexity == "C":
             return IRCoTConfig(
                 **shared,
@@ -124,7 +122,7 @@ class AdaptiveRAGConfig(GenerationConfig):
                 max_paragraphs=self.max_paragraphs,
                 reader=self.reader,
             )
-        return GenerationConfig(**shared)
+        return MethodConfig(**shared)
 
 
 class AdaptiveRAGRouterOutput(AdaptiveRAGOutput):

@@ -33,7 +33,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
+    MethodConfig,
     Policy,
     RunContext,
     TraceModel,
@@ -83,7 +83,7 @@ class AttentionModel(TraceModel, Protocol):
 
 
 @dataclass(frozen=True)
-class DRAGINConfig(GenerationConfig):
+class DRAGINConfig(MethodConfig):
     """DRAGIN settings (the DRAGIN code's names in brackets)."""
 
     theta: float = 1.0

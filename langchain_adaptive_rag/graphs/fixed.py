@@ -16,8 +16,8 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     Policy,
     RunContext,
     bump,
@@ -89,7 +89,7 @@ class SingleRoundPolicy(RetrieveEveryRound):
 
 
 @dataclass(frozen=True)
-class FixLengthConfig(GenerationConfig):
+class FixLengthConfig(MethodConfig):
     """FL-RAG settings."""
 
     fix_length: int = 32
@@ -139,7 +139,7 @@ class FixLengthPolicy(RetrieveEveryRound):
 
 
 @dataclass(frozen=True)
-class FixSentenceConfig(GenerationConfig):
+class FixSentenceConfig(MethodConfig):
     """FS-RAG settings (sentences end at ``.``, ``!`` or ``?`` before a space)."""
 
 
@@ -162,14 +162,14 @@ def create_no_retrieval_graph(
     model: GraphModel,
     retriever: Retriever,
     *,
-    config: GenerationConfig | None = None,
+    config: MethodConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
     retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """wo-RAG graph: the model answers from its own knowledge (``retriever`` is unused)."""
-    policy = NoRetrievalPolicy(config or GenerationConfig())
+    policy = NoRetrievalPolicy(config or MethodConfig())
     return build_adaptive_rag_graph(
         policy,
         model,
@@ -185,14 +185,14 @@ def create_single_round_graph(
     model: GraphModel,
     retriever: Retriever,
     *,
-    config: GenerationConfig | None = None,
+    config: MethodConfig | None = None,
     prompts: QAPrompts | None = None,
     checkpointer: Checkpointer = None,
     retriever_options: RetrieverOptions | None = None,
     name: str | None = None,
 ) -> AdaptiveRAGGraph:
     """SR-RAG graph: retrieve with the question once, then answer with the documents."""
-    policy = SingleRoundPolicy(config or GenerationConfig())
+    policy = SingleRoundPolicy(config or MethodConfig())
     return build_adaptive_rag_graph(
         policy,
         model,

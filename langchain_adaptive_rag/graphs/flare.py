@@ -27,8 +27,8 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     Policy,
     RunContext,
     retrieval_decision,
@@ -51,7 +51,7 @@ __all__ = ["FLAREConfig", "FLAREPolicy", "create_flare_graph"]
 
 
 @dataclass(frozen=True)
-class FLAREConfig(GenerationConfig):
+class FLAREConfig(MethodConfig):
     """FLARE settings."""
 
     theta: float = 0.4

@@ -30,8 +30,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.fixed import RetrieveEveryRound
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     RunContext,
     bump,
 )
@@ -49,7 +49,7 @@ answer (as in FlashRAG's IRCoT)."""
 
 
 @dataclass(frozen=True)
-class IRCoTConfig(GenerationConfig):
+class IRCoTConfig(MethodConfig):
     """IRCoT settings (the paper's symbols and values)."""
 
     retrieve_topk: int = 4

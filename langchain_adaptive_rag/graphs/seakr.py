@@ -35,8 +35,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     Policy,
     RunContext,
     TraceModel,
@@ -88,7 +88,7 @@ def middle_layer(num_layers: int) -> int:
 
 
 @dataclass(frozen=True)
-class SeaKRConfig(GenerationConfig):
+class SeaKRConfig(MethodConfig):
     """SeaKR settings (the paper's symbols)."""
 
     delta: float = -6.0

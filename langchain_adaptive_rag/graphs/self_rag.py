@@ -39,8 +39,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     Policy,
     RunContext,
     TraceModel,
@@ -75,7 +75,7 @@ instruction)."""
 
 
 @dataclass(frozen=True)
-class SelfRAGConfig(GenerationConfig):
+class SelfRAGConfig(MethodConfig):
     """Self-RAG settings (the paper's symbols; the official short-form command's values)."""
 
     generate_max_length: int = 100

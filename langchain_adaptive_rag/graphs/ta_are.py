@@ -25,8 +25,8 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import (
-    GenerationConfig,
     GraphModel,
+    MethodConfig,
     Policy,
     RunContext,
     bump,
@@ -82,7 +82,7 @@ def parse_decision(text: str) -> bool | None:
 
 
 @dataclass(frozen=True)
-class TAAREConfig(GenerationConfig):
+class TAAREConfig(MethodConfig):
     """Vanilla / TA-ARE settings (short-form QA: greedy, 100 tokens, top-5 documents)."""
 
     generate_max_length: int = 100
@@ -207,7 +207,7 @@ class TAAREPolicy(VanillaPolicy):
     display_name = "TA-ARE"
     colour = "#e377c2"
 
-    def __init__(self, config: GenerationConfig, embeddings: Embeddings | None = None) -> None:
+    def __init__(self, config: MethodConfig, embeddings: Embeddings | None = None) -> None:
         """Keep the configuration and, optionally, the embeddings that pick [Yes] demos.
 
         Args:

@@ -32,7 +32,7 @@ from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
-from langchain_adaptive_rag.policy import GenerationConfig, TraceModel
+from langchain_adaptive_rag.policy import MethodConfig, TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import RetrievalEvent
 from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
@@ -57,9 +57,9 @@ TOY_METHODS: tuple[str, ...] = tuple(
 """The methods any causal LM runs, the toy model included: all but Self-RAG, which needs
 a model trained with its reflection tokens."""
 
-TOY_CONFIGS: dict[str, GenerationConfig] = {
-    "no_retrieval": GenerationConfig(generate_max_length=48),
-    "single_round": GenerationConfig(generate_max_length=48),
+TOY_CONFIGS: dict[str, MethodConfig] = {
+    "no_retrieval": MethodConfig(generate_max_length=48),
+    "single_round": MethodConfig(generate_max_length=48),
     "fix_length": FixLengthConfig(generate_max_length=48, fix_length=8),
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
     "ircot": IRCoTConfig(generate_max_length=48, retrieve_topk=3, max_paragraphs=6),
@@ -164,7 +164,7 @@ def run_method(
     method: Method,
     questions: Sequence[ToyQuestion],
     *,
-    config: GenerationConfig | None = None,
+    config: MethodConfig | None = None,
     prompts: QAPrompts = TOY_PROMPTS,
     on_result: Callable[[QuestionResult], None] | None = None,
     concurrency: int = 1,
@@ -243,7 +243,7 @@ def run_comparison(
     questions: Sequence[ToyQuestion],
     *,
     methods: Sequence[Method] | None = None,
-    configs: Mapping[str, GenerationConfig] | None = None,
+    configs: Mapping[str, MethodConfig] | None = None,
     prompts: QAPrompts = TOY_PROMPTS,
     concurrency: int = 1,
 ) -> dict[str, list[QuestionResult]]:

@@ -17,8 +17,8 @@ from langchain_adaptive_rag import (
     DRAGINConfig,
     FixLengthConfig,
     FLAREConfig,
-    GenerationConfig,
     IRCoTConfig,
+    MethodConfig,
     SeaKRConfig,
     TAAREConfig,
     create_adaptive_rag_graph,
@@ -35,11 +35,11 @@ PASSAGES = [
     "Carl Lind was born in Oslo in 1902.",
     "Maria Holm was born in 1899 in Bergen.",
 ]
-CONFIGS: dict[str, GenerationConfig] = {
-    "no_retrieval": GenerationConfig(generate_max_length=12),
-    "single_round": GenerationConfig(generate_max_length=12),
+CONFIGS: dict[str, MethodConfig] = {
+    "no_retrieval": MethodConfig(generate_max_length=12),
+    "single_round": MethodConfig(generate_max_length=12),
     "fix_length": FixLengthConfig(generate_max_length=12, fix_length=4),
-    "fix_sentence": GenerationConfig(generate_max_length=12),
+    "fix_sentence": MethodConfig(generate_max_length=12),
     "flare": FLAREConfig(generate_max_length=12),
     "ircot": IRCoTConfig(generate_max_length=12, max_steps=3, retrieve_topk=2),
     "adaptive_rag": AdaptiveRAGConfig(generate_max_length=12, max_steps=3, retrieve_topk=2),
@@ -60,7 +60,7 @@ def retriever():
     return create_bm25_retriever(PASSAGES)
 
 
-def _config(method: str) -> GenerationConfig:
+def _config(method: str) -> MethodConfig:
     config = CONFIGS[method]
     if method == "fix_sentence":
         from langchain_adaptive_rag import FixSentenceConfig
@@ -138,12 +138,12 @@ def test_attention_method_builds_on_sdpa_and_fails_at_build_time_without_rows(
         needs_attention = True
 
     sdpa = ChatTransformers(model=str(llama_dir), attn_implementation="sdpa")
-    build_adaptive_rag_graph(NeedsAttention(GenerationConfig()), sdpa, retriever)
+    build_adaptive_rag_graph(NeedsAttention(MethodConfig()), sdpa, retriever)
     module = attention_module(sdpa.hf_model, -1)
     module.forward = lambda hidden_states, *a, **k: (hidden_states * 0, None)  # type: ignore[method-assign]
     bypassing = ChatTransformers(model=sdpa.hf_model, tokenizer=sdpa.hf_tokenizer)
     with pytest.raises(AttentionUnavailableError, match='attn_implementation="eager"'):
-        build_adaptive_rag_graph(NeedsAttention(GenerationConfig()), bypassing, retriever)
+        build_adaptive_rag_graph(NeedsAttention(MethodConfig()), bypassing, retriever)
 
 
 def test_method_errors(chat: ChatTransformers, retriever) -> None:
@@ -151,8 +151,8 @@ def test_method_errors(chat: ChatTransformers, retriever) -> None:
 
     with pytest.raises(AdaptiveRAGError, match="'raptor' is unknown"):
         create_adaptive_rag_graph(chat, retriever, "raptor")  # type: ignore[arg-type]
-    with pytest.raises(AdaptiveRAGError, match="takes a FLAREConfig, got GenerationConfig"):
-        create_adaptive_rag_graph(chat, retriever, "flare", config=GenerationConfig())
+    with pytest.raises(AdaptiveRAGError, match="takes a FLAREConfig, got MethodConfig"):
+        create_adaptive_rag_graph(chat, retriever, "flare", config=MethodConfig())
 
 
 def test_question_longer_than_the_context(tmp_path: Path, retriever) -> None:

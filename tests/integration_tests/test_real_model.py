@@ -33,7 +33,7 @@ from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 from langchain_adaptive_rag.prompts import build_prompt
 from langchain_adaptive_rag.state import RetrievedDoc
@@ -168,7 +168,7 @@ def _questions(count: int) -> list[dict[str, Any]]:
     return rows
 
 
-CONFIGS: dict[str, GenerationConfig] = {
+CONFIGS: dict[str, MethodConfig] = {
     "dragin": DRAGINConfig(generate_max_length=64, theta=1.3, query_top_n=35),
     "flare": FLAREConfig(generate_max_length=64),
     # k = 3 samples and 3 steps keep the test short (the paper: k = 20, up to 10 steps)

@@ -23,7 +23,7 @@ from langchain_adaptive_rag.graphs.adaptive_rag import ROUTES
 from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
 from langchain_adaptive_rag.graphs.fixed import create_no_retrieval_graph, create_single_round_graph
 from langchain_adaptive_rag.graphs.ircot import create_ircot_graph
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
 
@@ -51,10 +51,10 @@ STANDALONE: dict[str, Callable[..., AdaptiveRAGGraph]] = {
 
 def _standalone(label: str) -> dict[str, Any]:
     """The route's method run on its own, on the same script."""
-    config: GenerationConfig = (
+    config: MethodConfig = (
         IRCoTConfig(generate_max_length=48, retrieve_topk=2, max_steps=4)
         if label == "C"
-        else GenerationConfig(generate_max_length=48, retrieve_topk=2)
+        else MethodConfig(generate_max_length=48, retrieve_topk=2)
     )
     graph = STANDALONE[label](
         FakeTraceModel(SCRIPTS[label]),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts, extract_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
@@ -56,7 +56,7 @@ def test_the_first_answer_given_counts() -> None:
 
 def test_a_text_cut_after_the_marker_is_continued_not_marked_twice() -> None:
     model = FakeTraceModel([" So the answer is", " 1929."])  # the budget ends at "is"
-    config = GenerationConfig(generate_max_length=4)
+    config = MethodConfig(generate_max_length=4)
     graph = create_adaptive_rag_graph(
         model, RecordingRetriever(), "no_retrieval", config=config, prompts=NO_SHOTS
     )

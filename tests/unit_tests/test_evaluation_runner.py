@@ -52,7 +52,7 @@ from langchain_adaptive_rag.graphs import AdaptiveRAGGraph, create_adaptive_rag_
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGInput
@@ -547,7 +547,7 @@ def test_compare_runs_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 @dataclass(frozen=True)
-class ToyConfig(GenerationConfig):
+class ToyConfig(MethodConfig):
     flag: bool = False
     limit: int | None = None
     pair: tuple[int, int] = (1, 2)

@@ -15,7 +15,7 @@ from langchain_adaptive_rag.exemplars import (
     STRATEGYQA_EXEMPLARS,
 )
 from langchain_adaptive_rag.graphs import create_no_retrieval_graph
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import Exemplar, build_prompt, extract_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 from tests.unit_tests.test_fixed_graphs import RecordingRetriever
@@ -83,7 +83,7 @@ def test_strategyqa_graph_reads_yes_no() -> None:
     result = create_no_retrieval_graph(
         model,
         RecordingRetriever(),
-        config=GenerationConfig(),
+        config=MethodConfig(),
         prompts=dataset_prompts("strategyqa"),
     ).invoke({"question": "Can fish swim?"})
     assert result["answer"] == "yes"

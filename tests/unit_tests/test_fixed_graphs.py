@@ -17,7 +17,7 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_no_retrieval_graph,
     create_single_round_graph,
 )
-from langchain_adaptive_rag.policy import GenerationConfig
+from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import create_bm25_retriever
 from langchain_adaptive_rag.retrieving import RetrieverOptions
@@ -206,7 +206,7 @@ def test_bm25_default_retriever_and_top_k() -> None:
     model = FakeTraceModel([" So the answer is 1931."])
     retriever = create_bm25_retriever(PASSAGES)
     result = create_single_round_graph(
-        model, retriever, config=GenerationConfig(retrieve_topk=2), prompts=NO_SHOTS
+        model, retriever, config=MethodConfig(retrieve_topk=2), prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     (event,) = result["retrievals"]
     assert event["doc_ids"] == ["doc-0", "doc-1"]
@@ -221,7 +221,7 @@ def test_config_values_are_checked() -> None:
     with pytest.raises(AdaptiveRAGError, match="fix_length must be >= 1, got 0"):
         FixLengthConfig(fix_length=0)
     with pytest.raises(AdaptiveRAGError, match="generate_max_length must be >= 1"):
-        GenerationConfig(generate_max_length=0)
+        MethodConfig(generate_max_length=0)
 
 
 def test_messages_stream_mode_streams_each_generation_token_by_token() -> None:
@@ -326,7 +326,7 @@ class MetadataIdRetriever(BaseRetriever):
 def test_retrieved_ids_fall_back_to_metadata_then_position() -> None:
     model = FakeTraceModel([" So the answer is 1931."])
     result = create_single_round_graph(
-        model, MetadataIdRetriever(), config=GenerationConfig(), prompts=NO_SHOTS
+        model, MetadataIdRetriever(), config=MethodConfig(), prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     assert result["retrievals"][0]["doc_ids"] == ["p0", "result-1"]
 

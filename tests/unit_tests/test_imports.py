@@ -21,12 +21,14 @@ EXPECTED_ALL = [
     "CallCancelledError",
     "ChatTransformers",
     "DRAGINConfig",
+    "CaptureOptions",
+    "DecodingOptions",
     "Exemplar",
     "FLAREConfig",
     "IRCoTConfig",
     "FixLengthConfig",
     "FixSentenceConfig",
-    "GenerationConfig",
+    "MethodConfig",
     "GenerationTrace",
     "HiddenLayerError",
     "ModelServerError",
@@ -176,3 +178,16 @@ def test_returns_sections_start_without_a_colon() -> None:
         if section.match(line) and ":" in lines[number + 1]
     ]
     assert found == []
+
+
+def test_the_old_name_of_method_config_still_works_and_warns() -> None:
+    import warnings
+
+    from langchain_adaptive_rag import policy
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = policy.GenerationConfig
+    assert old is policy.MethodConfig
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "GenerationConfig is now MethodConfig" in str(caught[0].message)
