@@ -27,9 +27,9 @@ from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
 from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
 from tests.families import save_tiny_family
 from tests.integration_tests.test_latent_attention import PROMPTS
+from tests.scripted import RecordingRetriever
 from tests.together import decoded_together
 from tests.trace_options import trace_options
-from tests.unit_tests.test_fixed_graphs import RecordingRetriever
 
 ATOL = 1e-5
 STATE_SPACE = ("mamba", "lfm2", "nemotron_h")

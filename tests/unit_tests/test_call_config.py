@@ -10,8 +10,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
+from tests.scripted import QUESTION, RecordingRetriever
 from tests.unit_tests.test_dragin_graph import NO_SHOTS, _draft, _model
-from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
 
 # a budget of 4 tokens: chunks of 2 retrieve once after the question, chunks of 4 do not
 TWO_CHUNKS = [" a b", " c d", " 1931."]

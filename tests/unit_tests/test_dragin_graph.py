@@ -9,7 +9,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailable
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
+from tests.scripted import QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 DRAFT_TOKENS = (

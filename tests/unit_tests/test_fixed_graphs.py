@@ -7,7 +7,6 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langgraph.types import RetryPolicy
-from pydantic import Field
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.fixed import (
@@ -22,32 +21,9 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import create_bm25_retriever
 from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.testing import FakeTraceModel
+from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
 
-QUESTION = "When was the director of film Blue Harbour born?"
-PASSAGES = [
-    "Blue Harbour is a 1962 film directed by Anna Berg.",
-    "Anna Berg (born 1931) is a Swedish film director.",
-    "Carl Lind was born in Oslo in 1902.",
-]
 NO_SHOTS = QAPrompts(exemplars=())
-
-
-class RecordingRetriever(BaseRetriever):
-    """Returns fixed documents and records every query."""
-
-    queries: list[str] = Field(default_factory=list)
-    fail: bool = False
-    empty: bool = False
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        self.queries.append(query)
-        if self.fail:
-            raise ConnectionError("search service down")
-        if self.empty:
-            return []
-        return [Document(id=f"p{i}", page_content=t) for i, t in enumerate(PASSAGES)]
 
 
 def test_no_retrieval_answers_in_one_call() -> None:

@@ -10,7 +10,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.flare import FLAREConfig, create_flare_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
+from tests.scripted import QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 LOG = math.log

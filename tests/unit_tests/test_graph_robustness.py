@@ -39,8 +39,8 @@ from langchain_adaptive_rag.retrieving import (
 )
 from langchain_adaptive_rag.state import RetrievalDecision
 from langchain_adaptive_rag.testing import FakeTraceModel
+from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
 from tests.unit_tests.test_dragin_graph import _draft, _model
-from tests.unit_tests.test_fixed_graphs import PASSAGES, QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 FAST = RetryPolicy(initial_interval=0.0, jitter=False)

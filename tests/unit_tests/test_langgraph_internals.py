@@ -28,7 +28,7 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import is_transient_retriever_error, retry_rule
 from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.outputs import comparable
-from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
+from tests.scripted import QUESTION, RecordingRetriever
 
 SCRIPT = [" Lindbergh flew in 1927.", " So the answer is 1927."]
 

@@ -21,7 +21,7 @@ from langchain_adaptive_rag.graphs.seakr import (
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import gram_uncertainty
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.unit_tests.test_fixed_graphs import PASSAGES, QUESTION, RecordingRetriever
+from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 SAME = ((1.0, 0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))  # consistent samples

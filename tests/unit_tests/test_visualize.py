@@ -29,10 +29,10 @@ from langchain_adaptive_rag.visualize import (
     tokens_figure,
     tokens_html,
 )
+from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
 from tests.unit_tests import test_dragin_graph as dragin_script
 from tests.unit_tests import test_flare_graph as flare_script
 from tests.unit_tests import test_seakr_graph as seakr_script
-from tests.unit_tests.test_fixed_graphs import PASSAGES, QUESTION, RecordingRetriever
 
 NODES = (
     "draft",

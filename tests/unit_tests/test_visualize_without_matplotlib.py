@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent(
         tokens_html,
     )
     from tests.unit_tests import test_flare_graph as flare_script
-    from tests.unit_tests.test_fixed_graphs import QUESTION, RecordingRetriever
+    from tests.scripted import QUESTION, RecordingRetriever
 
     out = {}
     model = FakeTraceModel(
