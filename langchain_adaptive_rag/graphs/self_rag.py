@@ -30,6 +30,7 @@ False}``); a token outside the alternatives counts as log-probability -100.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -210,7 +211,7 @@ class SelfRAGPolicy(Policy):
             logprobs = state.get("reflection_logprobs", {})
             retrieve_lp = logprobs.get("[Retrieval]", float("nan"))
             no_retrieve_lp = logprobs.get("[No Retrieval]", float("nan"))
-            if retrieve_lp != retrieve_lp or no_retrieve_lp != no_retrieve_lp:  # NaN: empty
+            if math.isnan(retrieve_lp) or math.isnan(no_retrieve_lp):  # an empty draft
                 decision = retrieval_decision(
                     1, retrieve=True, note="nothing generated to read the decision from: retrieved"
                 )

@@ -206,8 +206,8 @@ def _ranked(
 
 
 def _padded(tops: Sequence[tuple[float, ...]], width: int) -> np.ndarray:
-    """``(T, width)`` log-probabilities, ``-inf`` where a position has fewer."""
+    """``(T, width)`` log-probabilities (each row ranked already), ``-inf`` past a row's."""
     out = np.full((len(tops), width), -np.inf, dtype=np.float64)
     for row, top in enumerate(tops):
-        out[row, : len(top)] = sorted(top, reverse=True)
+        out[row, : len(top)] = top
     return out
