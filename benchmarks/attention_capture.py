@@ -53,7 +53,7 @@ from torch.autograd.profiler_util import EventList
 from torch.profiler import ProfilerActivity, profile
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.generation import CaptureOptions
+from langchain_adaptive_rag.options import CaptureOptions
 
 NEW_TOKENS = 64
 

@@ -25,7 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.cache_utils import DynamicLayer
 
-from langchain_adaptive_rag.kv_cache import RoomyLayer
+from langchain_adaptive_rag.engine.kv_cache import RoomyLayer
 
 LAYERS: dict[str, type[Any]] = {"DynamicLayer": DynamicLayer, "RoomyLayer": RoomyLayer}
 

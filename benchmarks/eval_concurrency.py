@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from langchain_adaptive_rag.engine import DecodeEngine
+from langchain_adaptive_rag.engine.kv_cache import RoomyCache
+from langchain_adaptive_rag.engine.scheduler import Scheduler
 from langchain_adaptive_rag.evaluation import (
     RunAgreement,
     RunSettings,
@@ -39,7 +40,6 @@ from langchain_adaptive_rag.evaluation import (
 from langchain_adaptive_rag.evaluation.results import read_results
 from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name
-from langchain_adaptive_rag.kv_cache import RoomyCache
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
     load_toy_model,
@@ -60,7 +60,7 @@ def _agreement(agreements: list[RunAgreement]) -> str:
     return f"rounding (max {max(a.largest_rounding for a in agreements):.0e})"
 
 
-def _counts(engine: DecodeEngine | None) -> tuple[int, int]:
+def _counts(engine: Scheduler | None) -> tuple[int, int]:
     """Loops run and requests decoded so far by the model's engine."""
     if engine is None:
         return 0, 0

@@ -2,7 +2,7 @@
 
 A decoding step that captures attention rows on a fast kernel recomputes the captured
 layer's newest row from its query and key states
-(``langchain_adaptive_rag.attention_rows.attention_rows``). Llama-3-8B, Qwen2 and
+(``langchain_adaptive_rag.engine.attention_rows.attention_rows``). Llama-3-8B, Qwen2 and
 Mistral share each key head among several query heads (32 query heads over 8 key heads
 in Llama-3-8B). The baseline repeats every key head for its query heads before the
 product (``repeat_interleave``, as transformers' eager attention does with
@@ -28,7 +28,7 @@ from collections.abc import Callable
 import torch
 from cache_append import CountingOperators
 
-from langchain_adaptive_rag.attention_rows import attention_rows
+from langchain_adaptive_rag.engine.attention_rows import attention_rows
 
 SHAPES = [  # (rows in the batch, query heads, key heads, head dim, keys)
     (1, 32, 8, 128, 512),

@@ -31,6 +31,7 @@ from prefix_cache import comparable
 from random_llama import SIZES, build_random_llama
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.evaluation import evaluate_method
 from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.exemplars import dataset_prompts
@@ -41,9 +42,18 @@ from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
 
 
 def answer(
-    model: Any, tokenizer: Any, method: str, concurrency: int, data: tuple[list, list], out: Path
+    model: Any,
+    tokenizer: Any,
+    method: str,
+    concurrency: int,
+    data: tuple[list, list],
+    out: Path,
+    capabilities: ModelCapabilities | None = None,
 ) -> tuple[float, dict[str, tuple[object, ...]]]:
-    """Questions per second of one run on a new chat model, and its answers."""
+    """Questions per second of one run on a new chat model, and its answers.
+
+    ``capabilities``: run the model as one of these (default: what it is).
+    """
     dev, test = data
     config = TOY_CONFIGS[method]
     chat = ChatTransformers(
@@ -53,6 +63,8 @@ def answer(
         batch_concurrent_calls=True,
         max_batch_rows=batch_rows(config, concurrency),
     )
+    if capabilities is not None:
+        chat.local_model.capabilities = capabilities
     prompts = dataset_prompts("2wikimultihopqa")
     common: dict[str, Any] = {"config": config, "prompts": prompts, "progress": False}
     retriever = toy_retriever(k=3)

@@ -30,9 +30,10 @@ import numpy as np
 import torch
 from random_llama import SIZES, build_random_llama
 
-from langchain_adaptive_rag import decoding_loop
-from langchain_adaptive_rag.decoding_loop import decode_together
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, TraceDecoder
+from langchain_adaptive_rag.engine import runner as decoding_loop
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_together
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 
 CAPTURE = CaptureOptions(hidden=True, hidden_site="mlp", hidden_at="eos")  # SeaKR's signal
 
@@ -42,7 +43,7 @@ class PeakBytes:
 
     def __init__(self) -> None:
         self.peak = 0
-        self._step = decoding_loop._BatchLoop._step
+        self._step = decoding_loop.BatchRunner._step
 
     def __enter__(self) -> PeakBytes:
         step = self._step
@@ -57,16 +58,16 @@ class PeakBytes:
                             held += buffer.numel() * buffer.element_size()
             self.peak = max(self.peak, held)
 
-        decoding_loop._BatchLoop._step = watched  # type: ignore[method-assign]
+        decoding_loop.BatchRunner._step = watched  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        decoding_loop._BatchLoop._step = self._step  # type: ignore[method-assign]
+        decoding_loop.BatchRunner._step = self._step  # type: ignore[method-assign]
 
 
 def run(
     model: Any, tokenizer: Any, prompts: list[list[int]], args: argparse.Namespace, share: bool
-) -> tuple[float, int, list[TraceDecoder]]:
+) -> tuple[float, int, list[DecodeRequest]]:
     """Decode every call once; seconds, peak key/value bytes and the decoders."""
     options = DecodingOptions(
         max_new_tokens=args.tokens,
@@ -77,7 +78,7 @@ def run(
         top_p=0.9,
     )
     decoders = [
-        TraceDecoder(
+        DecodeRequest(
             model,
             tokenizer,
             ids,
@@ -97,7 +98,7 @@ def run(
     return seconds, peak.peak, decoders
 
 
-def agree(a: list[TraceDecoder], b: list[TraceDecoder]) -> tuple[int, int, float]:
+def agree(a: list[DecodeRequest], b: list[DecodeRequest]) -> tuple[int, int, float]:
     """Rows whose tokens all agree, rows, and the largest signal difference.
 
     Signals are compared over each row's tokens up to the first that differs (after it
@@ -154,7 +155,7 @@ def main() -> None:
         run(model, tokenizer, prompts[:1], args, True)  # warm-up
         times: dict[bool, list[float]] = {False: [], True: []}
         peaks: dict[bool, int] = {}
-        results: dict[bool, list[TraceDecoder]] = {}
+        results: dict[bool, list[DecodeRequest]] = {}
         for _ in range(args.rounds):
             for share in (False, True):
                 seconds, peaks[share], results[share] = run(model, tokenizer, prompts, args, share)

@@ -29,7 +29,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.generation import CaptureOptions
+from langchain_adaptive_rag.options import CaptureOptions
 from langchain_adaptive_rag.testing import train_tokenizer
 
 NEW_TOKENS = 128

@@ -10,8 +10,8 @@ loops, the few-shot exemplars come from the prefix cache and attention rows are 
 Each method answers the same toy questions through the evaluation runner with DRAGIN's
 2WikiMultihopQA prompts (about 1,100 tokens) on a randomly initialised Mistral-shaped
 model with a 4,096-position window (its answers are noise, the workload is real), at
-concurrency 1 and ``--concurrency``, twice: on the model's own cache (``roomy_limit``
-held at 0, what the previous release did) and within the window (this release). Printed
+concurrency 1 and ``--concurrency``, twice: on the model's own cache (capabilities with
+``window=0``, what the previous release did) and within the window (this release). Printed
 per method and concurrency: questions per second both ways, their ratio, and whether
 the answers and retrievals agree question by question.
 
@@ -23,24 +23,20 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from random_llama import SIZES, build_random_llama
 from real_scale_concurrency import answer
 
-from langchain_adaptive_rag import decoding_loop, kv_cache
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.graphs import display_name
 from langchain_adaptive_rag.toyworld import toy_corpus, toy_questions
 from langchain_adaptive_rag.toyworld.benchmark import split_dev_test, toy_examples
 
 WINDOW = 4096
 """Mistral-7B-v0.1's ``sliding_window``."""
-
-
-def _no_room(model: object) -> int:
-    """Every loop on the model's own cache (the previous release)."""
-    return 0
 
 
 def main() -> None:
@@ -54,7 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     model, tokenizer = build_random_llama(args.size, args.device, dtype, sliding_window=WINDOW)
-    assert kv_cache.roomy_limit(model) == WINDOW
+    within = ModelCapabilities.of(model)
+    assert within.window == WINDOW
+    own_cache = replace(within, window=0)  # every loop on the model's own cache
     if model.device.type == "cuda":  # as `adaptive-rag eval --device cuda` runs
         torch.backends.cuda.enable_cudnn_sdp(False)
     dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
@@ -66,18 +64,16 @@ def main() -> None:
     )
     print("| method | concurrency | q/s, model's cache | q/s, own cache in window | ratio | same |")
     print("|---|---:|---:|---:|---:|---|")
-    original = decoding_loop.roomy_limit
     with tempfile.TemporaryDirectory() as tmp:
         for method in args.methods.split(","):
             for n in (1, args.concurrency):
                 rates, answers = [], []
                 for before in (True, False):
-                    decoding_loop.roomy_limit = _no_room if before else original  # type: ignore[assignment]
                     out = Path(tmp) / f"{method}-{n}-{'before' if before else 'now'}"
-                    rate, got = answer(model, tokenizer, method, n, data, out)
+                    chosen = own_cache if before else within
+                    rate, got = answer(model, tokenizer, method, n, data, out, chosen)
                     rates.append(rate)
                     answers.append(got)
-                decoding_loop.roomy_limit = original  # type: ignore[assignment]
                 same = "yes" if answers[0] == answers[1] else "no"
                 print(
                     f"| {display_name(method)} | {n} | {rates[0]:.2f} | {rates[1]:.2f} |"

@@ -14,12 +14,7 @@ from typing import TYPE_CHECKING
 from langchain_adaptive_rag.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from langchain_adaptive_rag.chat_models import (
-        AttentionMatrix,
-        ChatTransformers,
-        TokenSignals,
-        get_token_signals,
-    )
+    from langchain_adaptive_rag.chat_models import ChatTransformers
     from langchain_adaptive_rag.errors import (
         AdaptiveRAGError,
         AttentionUnavailableError,
@@ -29,7 +24,6 @@ if TYPE_CHECKING:
         PromptTooLongError,
     )
     from langchain_adaptive_rag.exemplars import dataset_prompts, load_exemplars
-    from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, GenerationTrace
     from langchain_adaptive_rag.graphs import (
         AVAILABLE_METHODS,
         create_adaptive_rag_graph,
@@ -55,6 +49,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.self_rag import SelfRAGConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
+    from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions, GenerationTrace
     from langchain_adaptive_rag.policy import MethodConfig
     from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
     from langchain_adaptive_rag.retrievers import (
@@ -64,11 +59,16 @@ if TYPE_CHECKING:
     )
     from langchain_adaptive_rag.retrieving import RetrieverOptions
     from langchain_adaptive_rag.served import ServedModel
+    from langchain_adaptive_rag.token_signals import (
+        AttentionMatrix,
+        TokenSignals,
+        get_token_signals,
+    )
 
 _EXPORTS: dict[str, str] = {
     "AdaptiveRAGConfig": "langchain_adaptive_rag.graphs.adaptive_rag",
     "AdaptiveRAGError": "langchain_adaptive_rag.errors",
-    "AttentionMatrix": "langchain_adaptive_rag.chat_models",
+    "AttentionMatrix": "langchain_adaptive_rag.token_signals",
     "AttentionUnavailableError": "langchain_adaptive_rag.errors",
     "AVAILABLE_METHODS": "langchain_adaptive_rag.graphs",
     "BM25Retriever": "langchain_adaptive_rag.retrievers",
@@ -98,10 +98,10 @@ _EXPORTS: dict[str, str] = {
     "IRCoTConfig": "langchain_adaptive_rag.graphs.ircot",
     "MethodConfig": "langchain_adaptive_rag.policy",
     "GenerationConfig": "langchain_adaptive_rag.policy",  # the old name: it warns
-    "CaptureOptions": "langchain_adaptive_rag.generation",
-    "DecodingOptions": "langchain_adaptive_rag.generation",
-    "GenerationTrace": "langchain_adaptive_rag.generation",
-    "get_token_signals": "langchain_adaptive_rag.chat_models",
+    "CaptureOptions": "langchain_adaptive_rag.options",
+    "DecodingOptions": "langchain_adaptive_rag.options",
+    "GenerationTrace": "langchain_adaptive_rag.options",
+    "get_token_signals": "langchain_adaptive_rag.token_signals",
     "HiddenLayerError": "langchain_adaptive_rag.errors",
     "load_bm25_retriever": "langchain_adaptive_rag.retrievers",
     "load_exemplars": "langchain_adaptive_rag.exemplars",
@@ -113,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     "SelfRAGConfig": "langchain_adaptive_rag.graphs.self_rag",
     "ServedModel": "langchain_adaptive_rag.served",
     "TAAREConfig": "langchain_adaptive_rag.graphs.ta_are",
-    "TokenSignals": "langchain_adaptive_rag.chat_models",
+    "TokenSignals": "langchain_adaptive_rag.token_signals",
 }
 """Where each public name lives; a name is imported on first use (PEP 562), so the
 command line and light submodules start without loading torch and transformers."""

@@ -19,8 +19,8 @@ from langchain_adaptive_rag.chat_models import ChatTransformers
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.paths import check_output_file
 from langchain_adaptive_rag.evaluation.setup import batch_rows, load_chat_model
-from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, Method, display_name, policy_class
+from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.signals import aggregate_words, merge_tokens_into_words
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 from langchain_core.language_models import BaseLanguageModel
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import (
+from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,

@@ -29,7 +29,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.options import GenerationTrace
 
 __all__ = [
     "CONTROL_TOKENS",

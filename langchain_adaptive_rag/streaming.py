@@ -16,7 +16,7 @@ from langchain_core.callbacks import CallbackManager
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
 
-from langchain_adaptive_rag.generation import TokenEvent
+from langchain_adaptive_rag.options import TokenEvent
 
 __all__ = ["TokenSink", "token_stream"]
 

@@ -17,9 +17,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.errors import AttentionUnavailableError
-from langchain_adaptive_rag.generation import (
+from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
@@ -27,6 +26,7 @@ from langchain_adaptive_rag.generation import (
     TokenEvent,
 )
 from langchain_adaptive_rag.signals import tokens_covering
+from langchain_adaptive_rag.token_signals import AttentionMatrix
 
 __all__ = [
     "CHATML_TEMPLATE",

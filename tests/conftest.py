@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from langchain_adaptive_rag.testing import create_tiny_model
+from tests.families import FAMILIES, save_tiny_family
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +68,10 @@ class TinyChatParams:
     @property
     def supports_model_override(self) -> bool:
         return False
+
+
+@pytest.fixture(scope="session")
+def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One tiny randomly initialised model of every family the engine serves."""
+    root = tmp_path_factory.mktemp("families")
+    return {family: save_tiny_family(family, root / family, seed=3) for family in FAMILIES}

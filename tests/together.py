@@ -20,7 +20,7 @@ def decoded_together(chat: ChatTransformers, calls: Sequence[Callable[[], T]]) -
     them at once (threads started together may otherwise reach it one by one on a loaded
     machine). Returns their results in order.
     """
-    engine = chat._get_engine()
+    engine = chat.local_model.scheduler(chat)
     deadline = time.monotonic() + 60
     with ThreadPoolExecutor(len(calls)) as pool:
         with engine.lock:  # the model is busy

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 
 _DECODING = {f.name for f in fields(DecodingOptions)}
 _CAPTURE = {f.name for f in fields(CaptureOptions)}

@@ -1,7 +1,8 @@
 """The ``eval``, ``compare`` and ``calibrate`` commands of ``adaptive-rag``.
 
-[`add_eval_commands`][] adds them to an ``argparse`` sub-command set; each sets
-``handler`` on the parsed namespace, so the main program runs ``args.handler(args)``::
+``evaluation.cli_args.add_eval_commands`` adds them to an ``argparse`` sub-command
+set (importing this module only when a command runs); each sets ``handler`` on the
+parsed namespace, so the main program runs ``args.handler(args)``::
 
     parser = argparse.ArgumentParser(prog="adaptive-rag")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -34,7 +35,6 @@ from langchain_adaptive_rag.evaluation.calibration import (
     calibration_rows,
     choose_threshold,
 )
-from langchain_adaptive_rag.evaluation.cli_args import add_eval_commands
 from langchain_adaptive_rag.evaluation.datasets import Example
 from langchain_adaptive_rag.evaluation.paths import (
     check_input_file,
@@ -65,7 +65,6 @@ from langchain_adaptive_rag.policy import TraceModel
 from langchain_adaptive_rag.served.loading import is_served_spelling, load_served_model
 
 __all__ = [
-    "add_eval_commands",
     "choose_attention_kernels",
     "run_calibrate_command",
     "run_compare_command",
@@ -77,7 +76,7 @@ def choose_attention_kernels(device: str | None, *, cudnn: bool) -> None:
     """On CUDA, turn torch's cuDNN attention off for this process unless ``cudnn``.
 
     The command line owns its process, so it may change this torch setting; the library
-    does not (see ``langchain_adaptive_rag.kernels`` for why and what it measured).
+    does not (see ``langchain_adaptive_rag.engine.kernels`` for why and what it measured).
 
     Args:
         device: ``--device`` (``None``: the CPU).

@@ -28,10 +28,9 @@ from typing import Literal, Protocol
 import numpy as np
 from langgraph.types import Checkpointer
 
-from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.policy import (
     MethodConfig,
     Policy,
@@ -59,6 +58,7 @@ from langchain_adaptive_rag.signals import (
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
 from langchain_adaptive_rag.streaming import token_stream
+from langchain_adaptive_rag.token_signals import AttentionMatrix
 
 __all__ = [
     "EVALUATION_CUTS",

@@ -37,8 +37,8 @@ from typing import Any, Literal
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.policy import (
     GraphModel,
     MethodConfig,

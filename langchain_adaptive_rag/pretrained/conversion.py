@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from langchain_adaptive_rag.loading_bars import weight_loading_bars
+from langchain_adaptive_rag.engine.loading import weight_loading_bars
 from langchain_adaptive_rag.pretrained.gguf_chunks import GGUFChunks, ModelCacheError
 
 __all__ = ["MANIFEST", "check_converted", "convert_gguf"]

@@ -30,7 +30,7 @@ from langchain_adaptive_rag.errors import (
     AttentionUnavailableError,
     ModelServerError,
 )
-from langchain_adaptive_rag.generation import (
+from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     FinishReason,

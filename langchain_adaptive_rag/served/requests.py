@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseLanguageModel
 
-from langchain_adaptive_rag.generation import DecodingOptions
+from langchain_adaptive_rag.options import DecodingOptions
 
 __all__ = ["Provider", "provider_of", "request_arguments"]
 

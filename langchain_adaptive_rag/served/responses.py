@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from langchain_adaptive_rag.generation import FinishReason, GenerationTrace
+from langchain_adaptive_rag.options import FinishReason, GenerationTrace
 from langchain_adaptive_rag.signals import top_k_entropy
 
 __all__ = ["TokenLogprob", "read_logprobs", "trace_from_response", "word_pieces"]

@@ -29,12 +29,12 @@ from langchain_adaptive_rag.visualize.record import (
     Decision,
     Retrieval,
     Round,
-    RunRecord,
     TokenRecord,
     WordRecord,
 )
 from langchain_adaptive_rag.visualize.recording import AttentionSource, record_run
 from langchain_adaptive_rag.visualize.report import figure_png_base64, report_html
+from langchain_adaptive_rag.visualize.run_record import RunRecord
 
 __all__ = [
     "AttentionSource",

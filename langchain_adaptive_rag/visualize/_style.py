@@ -12,7 +12,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, policy_class
 from langchain_adaptive_rag.signals import is_content_word
 from langchain_adaptive_rag.visualize._colours import colormap_hex
-from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
+from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord
 
 __all__ = [
     "ROUTES",
@@ -94,7 +94,7 @@ def token_value(token: TokenRecord, signal: Signal) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def thresholded_signal(record: RunRecord) -> tuple[Signal, Direction] | None:
+def thresholded_signal(record: RecordedRun) -> tuple[Signal, Direction] | None:
     """Which token signal the run's threshold applies to, and in which direction.
 
     Read from the decisions: the signal whose value at the trigger token equals the
@@ -117,7 +117,7 @@ def thresholded_signal(record: RunRecord) -> tuple[Signal, Direction] | None:
     return _METHOD_SIGNAL.get(record.method)
 
 
-def default_signal(record: RunRecord) -> Signal:
+def default_signal(record: RecordedRun) -> Signal:
     """The signal that best shows the run's decisions."""
     found = thresholded_signal(record)
     if found is not None:
@@ -161,7 +161,7 @@ class Scale:
         return min(1.0, max(0.0, (value - self.lo) / (self.hi - self.lo)))
 
 
-def scale_for(record: RunRecord, signal: Signal) -> Scale:
+def scale_for(record: RecordedRun, signal: Signal) -> Scale:
     """The colour scale of ``signal`` over every token of ``record``."""
     spec = SPECS[signal]
     values = [
@@ -239,7 +239,7 @@ ROUTES: dict[str, str] = {
 """How each route of a decision reads in the views."""
 
 
-def threshold_symbol(record: RunRecord) -> str:
+def threshold_symbol(record: RecordedRun) -> str:
     """The threshold's symbol of the record's method (its policy's ``threshold_symbol``)."""
     if record.method in AVAILABLE_METHODS:
         return policy_class(record.method).threshold_symbol
@@ -247,8 +247,8 @@ def threshold_symbol(record: RunRecord) -> str:
 
 
 def check_record(record: object, caller: str) -> None:
-    """Fail with a clear error unless ``record`` is a [`RunRecord`][]."""
-    if not isinstance(record, RunRecord):
+    """Fail with a clear error unless ``record`` is a [`RecordedRun`][]."""
+    if not isinstance(record, RecordedRun):
         msg = (
             f"{caller} received {type(record).__name__}. Expected a RunRecord. Fix: "
             "record = record_run(graph, question), or RunRecord.from_json(text)."

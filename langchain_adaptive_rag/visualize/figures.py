@@ -1,4 +1,4 @@
-"""Matplotlib figures of a [`RunRecord`][].
+"""Matplotlib figures of a [`RecordedRun`][].
 
 - [`tokens_figure`][]: the draft tokens as wrapped coloured text, with a bar per token
   and the threshold line where the signal is the one the method thresholds.
@@ -33,7 +33,7 @@ from langchain_adaptive_rag.visualize._style import (
     token_value,
     trigger_tokens,
 )
-from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
+from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -74,7 +74,7 @@ def _wrap(tokens: list[TokenRecord], width: float) -> list[tuple[int, float, str
     return placed
 
 
-def tokens_figure(record: RunRecord, signal: Signal = "entropy") -> Figure:
+def tokens_figure(record: RecordedRun, signal: Signal = "entropy") -> Figure:
     """The draft tokens of every round as wrapped coloured text with a bar per token.
 
     The trigger is outlined; where ``signal`` is the one the method thresholds, the bars
@@ -169,7 +169,7 @@ def tokens_figure(record: RunRecord, signal: Signal = "entropy") -> Figure:
     return fig
 
 
-def _round_title(record: RunRecord, round_: Round) -> str:
+def _round_title(record: RecordedRun, round_: Round) -> str:
     decision = round_.decision
     symbol = threshold_symbol(record)
     if decision is not None and decision.retrieves:
@@ -242,7 +242,7 @@ def _draw_text_panel(
         )
 
 
-def _draw_bars(ax: Axes, record: RunRecord, round_: Round, scale: Scale) -> None:
+def _draw_bars(ax: Axes, record: RecordedRun, round_: Round, scale: Scale) -> None:
     values = [token_value(t, scale.signal) for t in round_.tokens]
     positions = np.arange(len(values))
     heights = [v if v is not None else 0.0 for v in values]
@@ -285,7 +285,7 @@ def _draw_bars(ax: Axes, record: RunRecord, round_: Round, scale: Scale) -> None
 
 
 def _round_scores(
-    record: RunRecord,
+    record: RecordedRun,
 ) -> tuple[list[float | None], list[bool], tuple[Signal, Direction] | None]:
     """Each round's need score and whether the policy reported it (else recomputed)."""
     found = thresholded_signal(record)
@@ -305,7 +305,7 @@ def _round_scores(
     return scores, reported, found
 
 
-def timeline_figure(record: RunRecord) -> Figure:
+def timeline_figure(record: RecordedRun) -> Figure:
     """Rounds on x, the need score against the threshold, retrievals marked.
 
     Scores the policy reported with its decision are filled; scores recomputed from the

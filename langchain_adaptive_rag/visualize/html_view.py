@@ -1,4 +1,4 @@
-"""The HTML view of a [`RunRecord`][].
+"""The HTML view of a [`RecordedRun`][].
 
 [`tokens_html`][]: every draft token as a span coloured by a signal, with a colour scale,
 a tooltip of all its values, the trigger outlined, the threshold stated, the query words
@@ -32,7 +32,7 @@ from langchain_adaptive_rag.visualize._style import (
     trigger_tokens,
     word_key,
 )
-from langchain_adaptive_rag.visualize.record import Round, RunRecord, TokenRecord
+from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord
 
 __all__ = ["CSS", "Signal", "default_signal", "tokens_html"]
 
@@ -151,7 +151,7 @@ def _draft_html(round_: Round, scale: Scale, keys: set[str]) -> str:
     return f'<div class="arag-draft">{"".join(spans)}</div>'
 
 
-def _decision_html(record: RunRecord, round_: Round) -> str:
+def _decision_html(record: RecordedRun, round_: Round) -> str:
     decision = round_.decision
     symbol = threshold_symbol(record)
     found = thresholded_signal(record)
@@ -245,7 +245,7 @@ def _docs_html(round_: Round, keys: set[str]) -> str:
     )
 
 
-def _round_html(record: RunRecord, round_: Round, scale: Scale) -> str:
+def _round_html(record: RecordedRun, round_: Round, scale: Scale) -> str:
     retrieval = round_.retrieval
     keys = query_words(retrieval.query) if retrieval is not None else set()
     retrieved = round_.decision is not None and round_.decision.retrieves
@@ -275,7 +275,7 @@ def _round_html(record: RunRecord, round_: Round, scale: Scale) -> str:
     return f'<div class="arag-round">{"".join(parts)}</div>'
 
 
-def _legend_html(record: RunRecord, scale: Scale) -> str:
+def _legend_html(record: RecordedRun, scale: Scale) -> str:
     stops = ", ".join(
         f"{scale.colour(scale.lo + (scale.hi - scale.lo) * i / 8)} {i * 12.5:.1f}%"
         for i in range(9)
@@ -302,7 +302,7 @@ def _legend_html(record: RunRecord, scale: Scale) -> str:
     )
 
 
-def tokens_html(record: RunRecord, signal: Signal = "entropy") -> str:
+def tokens_html(record: RecordedRun, signal: Signal = "entropy") -> str:
     """A self-contained HTML snippet of the run, tokens coloured by ``signal``.
 
     Args:
@@ -313,7 +313,7 @@ def tokens_html(record: RunRecord, signal: Signal = "entropy") -> str:
         HTML (a ``<style>`` block scoped to ``.arag-run`` and one ``<div>``).
 
     Raises:
-        AdaptiveRAGError: ``signal`` is unknown or ``record`` is not a RunRecord.
+        AdaptiveRAGError: ``signal`` is unknown or ``record`` is not a RecordedRun.
     """
     check_record(record, "tokens_html")
     scale = scale_for(record, check_signal(signal))

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 
-__all__ = ["Decision", "Retrieval", "Round", "RunRecord", "TokenRecord", "WordRecord"]
+__all__ = ["Decision", "RecordedRun", "Retrieval", "Round", "TokenRecord", "WordRecord"]
 
 _RECORD_VERSION = 1
 """Version of the JSON layout written by ``RunRecord.to_json``."""
@@ -128,8 +128,12 @@ class Round:
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """A whole run as plain data: question, method, answer, counts and rounds."""
+class RecordedRun:
+    """A whole run as plain data: question, method, answer, counts and rounds.
+
+    [`RunRecord`][langchain_adaptive_rag.visualize.RunRecord] is this with its notebook
+    display; the views read this one.
+    """
 
     question: str
     """The question."""
@@ -177,7 +181,7 @@ class RunRecord:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Rebuild a record from ``to_dict`` output.
 
         Raises:
@@ -204,7 +208,7 @@ class RunRecord:
             raise AdaptiveRAGError(msg) from error
 
     @classmethod
-    def from_json(cls, text: str) -> RunRecord:
+    def from_json(cls, text: str) -> Self:
         """Rebuild a record from ``to_json`` output.
 
         Raises:
@@ -225,12 +229,6 @@ class RunRecord:
             )
             raise AdaptiveRAGError(msg)
         return cls.from_dict(data)
-
-    def _repr_html_(self) -> str:
-        """Notebook display: the tokens coloured by the method's main signal."""
-        from langchain_adaptive_rag.visualize.html_view import default_signal, tokens_html
-
-        return tokens_html(self, default_signal(self))
 
 
 def _opt_float(value: object) -> float | None:

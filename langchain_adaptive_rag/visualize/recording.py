@@ -22,17 +22,17 @@ import numpy as np
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from langchain_adaptive_rag.chat_models import AttentionMatrix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.signals import attention_received
+from langchain_adaptive_rag.token_signals import AttentionMatrix
 from langchain_adaptive_rag.visualize.record import (
     Decision,
     Retrieval,
     Round,
-    RunRecord,
     TokenRecord,
     WordRecord,
 )
+from langchain_adaptive_rag.visualize.run_record import RunRecord
 
 __all__ = ["AttentionSource", "record_run"]
 

@@ -18,7 +18,7 @@ from langchain_adaptive_rag.visualize._style import default_signal
 from langchain_adaptive_rag.visualize.figures import timeline_figure, tokens_figure
 from langchain_adaptive_rag.visualize.graph import DrawableGraph, graph_figure
 from langchain_adaptive_rag.visualize.html_view import tokens_html
-from langchain_adaptive_rag.visualize.record import RunRecord
+from langchain_adaptive_rag.visualize.record import RecordedRun
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -119,7 +119,7 @@ def markdown_table_html(markdown: str) -> str:
     return "\n".join(out)
 
 
-def _run_section(index: int, record: RunRecord) -> str:
+def _run_section(index: int, record: RecordedRun) -> str:
     signal = default_signal(record)
     timeline = figure_png_base64(timeline_figure(record))
     tokens = figure_png_base64(tokens_figure(record, signal))
@@ -137,7 +137,7 @@ def _run_section(index: int, record: RunRecord) -> str:
 
 
 def report_html(
-    records: Sequence[RunRecord],
+    records: Sequence[RecordedRun],
     *,
     title: str,
     summary_table_markdown: str | None = None,
@@ -159,11 +159,11 @@ def report_html(
         AdaptiveRAGError: ``records`` holds something other than RunRecords.
         ImportError: matplotlib is not installed (the ``plots`` extra).
     """
-    if isinstance(records, (str, RunRecord)) or not isinstance(records, Sequence):
+    if isinstance(records, (str, RecordedRun)) or not isinstance(records, Sequence):
         bad = [type(records).__name__]
         received = type(records).__name__
     else:
-        bad = [type(r).__name__ for r in records if not isinstance(r, RunRecord)]
+        bad = [type(r).__name__ for r in records if not isinstance(r, RecordedRun)]
         received = f"items of type {', '.join(bad)}"
     if bad:
         msg = (

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from langchain_adaptive_rag import AdaptiveRAGError, AttentionUnavailableError, ChatTransformers
-from langchain_adaptive_rag import attention_rows as attention_rows_module
-from langchain_adaptive_rag.attention_rows import PendingRows, attention_rows
-from langchain_adaptive_rag.capture import attention_module
+from langchain_adaptive_rag.engine import attention_rows as attention_rows_module
+from langchain_adaptive_rag.engine.attention_rows import PendingRows, attention_rows
+from langchain_adaptive_rag.engine.layers import attention_module
 from tests.compare import assert_same_traces
 from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
 from tests.together import decoded_together
@@ -496,6 +496,7 @@ def test_capture_reads_back_once_per_forward_pass(
     capture = {"attention": True, "attention_head_max": True, "hidden": True}
     chosen = {"max_new_tokens": 10, "min_new_tokens": 0, "seed": 5, **capture, **options}
     kwargs = trace_options(sdpa, **chosen)
+    assert sdpa.capabilities.shares_prompts  # read once per model (its probe), not counted
     passes: list[int] = []
     handle = sdpa.hf_model.register_forward_hook(lambda *_: passes.append(1))
     reads = count_host_reads(monkeypatch)

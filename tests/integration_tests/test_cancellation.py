@@ -25,10 +25,10 @@ from langchain_adaptive_rag.cancellation import (
     current_stop,
     run_in_thread,
 )
-from langchain_adaptive_rag.engine import DecodeEngine
+from langchain_adaptive_rag.engine.scheduler import Scheduler
 from langchain_adaptive_rag.errors import CallCancelledError
-from langchain_adaptive_rag.generation import DecodingOptions
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
+from langchain_adaptive_rag.options import DecodingOptions
 from langchain_adaptive_rag.prompts import QAPrompts
 
 LONG = DecodingOptions(max_new_tokens=300, min_new_tokens=300)
@@ -83,7 +83,7 @@ async def cancel_once_decoding(call: Awaitable[Any], passes: Passes) -> int:
     return at_cancel
 
 
-def wait_idle(engine: DecodeEngine) -> None:
+def wait_idle(engine: Scheduler) -> None:
     deadline = time.monotonic() + 30
     while engine._looping or engine._pending:
         assert time.monotonic() < deadline, "the engine is still busy"
@@ -145,7 +145,7 @@ def test_a_cancelled_call_alone_on_the_model_stops(llama_dir: Path) -> None:
     with counted(chat) as passes:
         call = chat.agenerate_trace(PROMPT, decoding=LONG)
         at_cancel = asyncio.run(cancel_once_decoding(call, passes))
-        with chat._lock:  # the call's thread has let go of the model
+        with chat.local_model.lock:  # the call's thread has let go of the model
             pass
     assert passes.decoding <= at_cancel + AFTER_CANCEL
 
@@ -164,7 +164,7 @@ def test_a_call_cancelled_while_waiting_for_the_lock_is_never_run(llama_dir: Pat
         cancelled.set()  # asyncio.run then waits for the call's thread to end
 
     with counted(chat) as passes, ThreadPoolExecutor(1) as app:
-        with chat._lock:  # the model is busy until the call is cancelled
+        with chat.local_model.lock:  # the model is busy until the call is cancelled
             done = app.submit(asyncio.run, main())
             assert cancelled.wait(30)
         done.result(timeout=30)
@@ -172,7 +172,7 @@ def test_a_call_cancelled_while_waiting_for_the_lock_is_never_run(llama_dir: Pat
 
 
 def test_an_async_stream_closed_early_stops_its_call(chat: ChatTransformers) -> None:
-    engine = chat.engine or chat._get_engine()
+    engine = chat.engine or chat.local_model.scheduler(chat)
 
     async def main() -> str:
         stream = chat.astream(PROMPT, max_new_tokens=300, min_new_tokens=300)
@@ -198,7 +198,7 @@ def test_a_cancelled_graph_run_makes_no_further_model_call(llama_dir: Path) -> N
         config=FixLengthConfig(generate_max_length=600, fix_length=200),
         prompts=QAPrompts(exemplars=()),
     )
-    engine = chat._get_engine()
+    engine = chat.local_model.scheduler(chat)
 
     with counted(chat) as passes:
         run = graph.ainvoke({"question": "Where was Anna Berg born?"})

@@ -26,22 +26,23 @@ from langchain_adaptive_rag import (
     ChatTransformers,
     GenerationTrace,
     create_bm25_retriever,
-    decoding_loop,
 )
-from langchain_adaptive_rag import engine as engine_module
-from langchain_adaptive_rag import sampling as sampling_module
-from langchain_adaptive_rag.decoding_loop import decode_together
-from langchain_adaptive_rag.engine import DecodeEngine
+from langchain_adaptive_rag.engine import runner as decoding_loop
+from langchain_adaptive_rag.engine import sampler as sampling_module
+from langchain_adaptive_rag.engine import scheduler as engine_module
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
+from langchain_adaptive_rag.engine.scheduler import Scheduler
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import (
+from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
+from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     TokenEvent,
-    TraceDecoder,
     capture_covers,
     capture_union,
 )
-from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from tests.host_reads import count_tensors_from_lists
 from tests.integration_tests.test_cancellation import Passes, counted
@@ -161,13 +162,13 @@ def test_a_failing_request_fails_only_its_caller(llama_dir: Path) -> None:
     model, tokenizer = chat.hf_model, chat.hf_tokenizer
     options = DecodingOptions(max_new_tokens=8, min_new_tokens=8)
 
-    def decoder(prompt: str) -> TraceDecoder:
-        return TraceDecoder(model, tokenizer, chat.encode(prompt), decoding=options)
+    def decoder(prompt: str) -> DecodeRequest:
+        return DecodeRequest(model, tokenizer, chat.encode(prompt), decoding=options)
 
-    alone = [decoder(p).run() for p in PROMPTS[:3]]
+    alone = [decode_alone(decoder(p)) for p in PROMPTS[:3]]
     broken = decoder(PROMPTS[3])
     calls = {"n": 0}
-    original = broken._choose_tokens
+    original = broken.choose_tokens
 
     def fail_at_third_step(*args: Any) -> Any:
         calls["n"] += 1
@@ -175,7 +176,7 @@ def test_a_failing_request_fails_only_its_caller(llama_dir: Path) -> None:
             raise RuntimeError("this request's own failure")
         return original(*args)
 
-    broken._choose_tokens = fail_at_third_step  # type: ignore[method-assign]
+    broken.choose_tokens = fail_at_third_step  # type: ignore[method-assign]
     decoders = [decoder(p) for p in PROMPTS[:3]]
     done = [r for r, event in decode_together(model, [*decoders, broken]) if event is None]
     assert sorted(done) == [0, 1, 2, 3]
@@ -192,13 +193,13 @@ def test_sampling_requests_share_one_distribution_pass(
     model, tokenizer = chat.hf_model, chat.hf_tokenizer
     sampling = DecodingOptions(max_new_tokens=6, do_sample=True, temperature=0.8, top_p=0.9)
 
-    def decoder(prompt: str, seed: int, min_new: int = 0) -> TraceDecoder:
+    def decoder(prompt: str, seed: int, min_new: int = 0) -> DecodeRequest:
         options = replace(sampling, seed=seed, min_new_tokens=min_new)
-        return TraceDecoder(model, tokenizer, chat.encode(prompt), n=3, decoding=options)
+        return DecodeRequest(model, tokenizer, chat.encode(prompt), n=3, decoding=options)
 
     # the last request is still short of its min_new_tokens: it masks EOS on its own
     made = [(PROMPTS[0], 5, 0), (PROMPTS[1], 6, 0), (PROMPTS[2], 7, 0), (PROMPTS[4], 8, 4)]
-    alone = [decoder(*m).run() for m in made]
+    alone = [decode_alone(decoder(*m)) for m in made]
     passes: list[int] = []
     of = sampling_module.Distribution.of.__func__  # type: ignore[attr-defined]
 
@@ -214,12 +215,12 @@ def test_sampling_requests_share_one_distribution_pass(
     assert passes[:2] == [9, 3]  # first step: three requests' 9 rows at once, then the 4th
 
 
-def _sampling_decoders(chat: ChatTransformers) -> list[TraceDecoder]:
+def _sampling_decoders(chat: ChatTransformers) -> list[DecodeRequest]:
     """Three requests of three samples sharing one kind of distribution, and a fourth."""
     sampling = DecodingOptions(max_new_tokens=6, do_sample=True, temperature=0.8, top_p=0.9)
     made = [(PROMPTS[0], 5, 0), (PROMPTS[1], 6, 0), (PROMPTS[2], 7, 0), (PROMPTS[4], 8, 4)]
     return [
-        TraceDecoder(
+        DecodeRequest(
             chat.hf_model,
             chat.hf_tokenizer,
             chat.encode(prompt),
@@ -234,7 +235,7 @@ def test_requests_sharing_a_distribution_draw_in_one_call(
     llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat = ChatTransformers(model=str(llama_dir))
-    alone = [d.run() for d in _sampling_decoders(chat)]
+    alone = [decode_alone(d) for d in _sampling_decoders(chat)]
     draws: list[int] = []
     draw = sampling_module.draw_rows
 
@@ -254,7 +255,7 @@ def test_a_row_that_cannot_draw_fails_only_its_request(
     llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat = ChatTransformers(model=str(llama_dir))
-    alone = [d.run() for d in _sampling_decoders(chat)]
+    alone = [decode_alone(d) for d in _sampling_decoders(chat)]
     calls = {"n": 0}
     draw = sampling_module.draw_rows
 
@@ -280,14 +281,14 @@ def test_engine_hands_the_failure_to_that_caller_alone(llama_dir: Path) -> None:
         model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=8, min_new_tokens=8
     )
     expected = [chat.invoke(p).content for p in PROMPTS[:3]]
-    original = TraceDecoder._choose_tokens
+    original = DecodeRequest.choose_tokens
 
-    def failing(self: TraceDecoder, *args: Any) -> Any:
+    def failing(self: DecodeRequest, *args: Any) -> Any:
         if self.decoding.max_new_tokens == 7:  # the one call made with this budget
             raise RuntimeError("bad request")
         return original(self, *args)
 
-    TraceDecoder._choose_tokens = failing  # type: ignore[method-assign]
+    DecodeRequest.choose_tokens = failing  # type: ignore[method-assign]
     try:
 
         def ask(prompt: str) -> object:
@@ -299,7 +300,7 @@ def test_engine_hands_the_failure_to_that_caller_alone(llama_dir: Path) -> None:
 
         results = run_together(chat, [lambda p=p: ask(p) for p in [*PROMPTS[:3], "boom"]])
     finally:
-        TraceDecoder._choose_tokens = original  # type: ignore[method-assign]
+        DecodeRequest.choose_tokens = original  # type: ignore[method-assign]
     assert results[:3] == expected
     assert isinstance(results[3], RuntimeError)
 
@@ -445,23 +446,23 @@ def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> Non
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     model, tokenizer = chat.hf_model, chat.hf_tokenizer
 
-    def decoder(prompt: str, budget: int) -> TraceDecoder:
+    def decoder(prompt: str, budget: int) -> DecodeRequest:
         options = DecodingOptions(max_new_tokens=budget, min_new_tokens=budget)
         capture = CaptureOptions(attention=True, hidden=True)
-        return TraceDecoder(
+        return DecodeRequest(
             model, tokenizer, chat.encode(prompt), decoding=options, capture=capture
         )
 
     alone = [
-        decoder(PROMPTS[1], 20).run(),
-        decoder(PROMPTS[2], 6).run(),
-        decoder(PROMPTS[3], 9).run(),
+        decode_alone(decoder(PROMPTS[1], 20)),
+        decode_alone(decoder(PROMPTS[2], 6)),
+        decode_alone(decoder(PROMPTS[3], 9)),
     ]
     running = decoder(PROMPTS[1], 20)  # one request: the loop starts unpadded
     late = [decoder(PROMPTS[2], 6), decoder(PROMPTS[3], 9)]  # shorter and longer prompts
     steps = {"n": 0}
 
-    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+    def admit(rows: int, longest: int | None) -> list[DecodeRequest]:
         steps["n"] += 1
         return late if steps["n"] == 5 else []  # join at the fifth step boundary
 
@@ -539,7 +540,7 @@ def _idle_worker(chat: ChatTransformers) -> threading.Thread:
 def test_a_model_on_an_accelerator_keeps_its_thread(llama_dir: Path) -> None:
     """CUDA keeps per-thread state (cuDNN attention plans): a model there keeps its thread."""
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    engine = chat._get_engine()
+    engine = chat.local_model.scheduler(chat)
     assert engine.linger() == engine_module.CPU_LINGER_SECONDS  # the CPU: a short linger
     engine.model = SimpleNamespace(device=torch.device("cuda", 0))  # type: ignore[assignment]
     assert engine.linger() == math.inf
@@ -552,7 +553,7 @@ def test_a_long_linger_keeps_one_thread_between_calls(
 ) -> None:
     monkeypatch.setattr(engine_module, "IDLE_CHECK_SECONDS", 0.05)
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    engine = chat._get_engine()
+    engine = chat.local_model.scheduler(chat)
     engine.linger_seconds = math.inf
     worker = _idle_worker(chat)
     time.sleep(0.4)  # eight turns of idle waiting
@@ -568,9 +569,9 @@ def test_a_dropped_engine_ends_its_lingering_thread(
     """The thread holds its engine (and the model) only while it works."""
     monkeypatch.setattr(engine_module, "IDLE_CHECK_SECONDS", 0.05)
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    chat._get_engine().linger_seconds = math.inf
+    chat.local_model.scheduler(chat).linger_seconds = math.inf
     worker = _idle_worker(chat)
-    dropped = weakref.ref(chat._get_engine())
+    dropped = weakref.ref(chat.local_model.scheduler(chat))
     del chat
     gc.collect()
     worker.join(timeout=10.0)
@@ -581,7 +582,7 @@ def test_a_dropped_engine_ends_its_lingering_thread(
 def test_a_bad_linger_is_refused(llama_dir: Path, seconds: float) -> None:
     chat = ChatTransformers(model=str(llama_dir))
     with pytest.raises(AdaptiveRAGError, match=r"linger_seconds must be >= 0.*got"):
-        DecodeEngine(chat.hf_model, threading.RLock(), linger_seconds=seconds)
+        Scheduler(chat.hf_model, threading.RLock(), linger_seconds=seconds)
 
 
 def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
@@ -595,20 +596,22 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
     chat = ChatTransformers(model=str(llama_dir))
     greedy = DecodingOptions(max_new_tokens=6, min_new_tokens=6)
     prompts = [chat.encode(p) for p in PROMPTS[:3]]
-    alone = [TraceDecoder(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
+    alone = [DecodeRequest(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
     for d in alone:
-        d.run()
+        decode_alone(d)
     made = count_tensors_from_lists(monkeypatch)
     steps: list[int] = []
-    step = decoding_loop._BatchLoop._step
+    step = decoding_loop.BatchRunner._step
 
     def counted(self: Any, tokens: list[int]) -> None:
         steps.append(len(tokens))
         assert self.padded  # left padding: the rows' own positions are fed
         step(self, tokens)
 
-    monkeypatch.setattr(decoding_loop._BatchLoop, "_step", counted)
-    together = [TraceDecoder(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts]
+    monkeypatch.setattr(decoding_loop.BatchRunner, "_step", counted)
+    together = [
+        DecodeRequest(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts
+    ]
     list(decode_together(chat.hf_model, together))
     monkeypatch.undo()
     assert len(steps) >= 5 and made.count("_step") == len(steps)
@@ -624,21 +627,20 @@ def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window
     model, tokenizer = chat.hf_model, chat.hf_tokenizer
     capture = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
 
-    def decoder(prompt: str, budget: int) -> TraceDecoder:
+    def decoder(prompt: str, budget: int) -> DecodeRequest:
         options = DecodingOptions(max_new_tokens=budget, min_new_tokens=budget)
-        return TraceDecoder(
+        return DecodeRequest(
             model, tokenizer, chat.encode(prompt), decoding=options, capture=capture
         )
 
     plan = [("Anna Berg", 9), ("Carl", 5), ("Maria Holm was", 6)]
-    with monkeypatch.context() as own:  # the model's own sliding-window cache
-        own.setattr(decoding_loop, "roomy_limit", lambda model: 0)
-        alone = [decoder(p, n).run() for p, n in plan]
+    own = replace(ModelCapabilities.of(model), window=0)  # the model's own windowed cache
+    alone = [decode_alone(decoder(p, n), capabilities=own) for p, n in plan]
     running, late = decoder(*plan[0]), [decoder(*plan[1]), decoder(*plan[2])]
     assert max(d.longest for d in (running, *late)) <= 16  # the tiny Mistral's window
     told: list[int | None] = []
 
-    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+    def admit(rows: int, longest: int | None) -> list[DecodeRequest]:
         told.append(longest)
         return late if len(told) == 3 else []
 
@@ -653,10 +655,9 @@ def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window
         list(decode_together(model, [decoder(*plan[1])], admit=lambda rows, longest: [too_long]))
     past = [decoder(PROMPTS[1], 4), decoder(*plan[1])]  # one request past the window
     list(decode_together(model, past, admit=lambda rows, longest: pytest.fail("joined")))
-    with monkeypatch.context() as own:
-        own.setattr(decoding_loop, "roomy_limit", lambda model: 0)
-        for got, prompt in zip(past, (PROMPTS[1], plan[1][0]), strict=True):
-            assert_same(got.traces, decoder(prompt, got.decoding.max_new_tokens).run())
+    for got, prompt in zip(past, (PROMPTS[1], plan[1][0]), strict=True):
+        alone_trace = decode_alone(decoder(prompt, got.decoding.max_new_tokens), capabilities=own)
+        assert_same(got.traces, alone_trace)
 
 
 @pytest.mark.parametrize("past_window", [False, True])
@@ -705,7 +706,7 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
     assert engine.joined == (0 if past_window else 2) and len(answers[0]) == engine.joined
 
 
-def queued_while_busy(engine: DecodeEngine, main: Coroutine[Any, Any, T], calls: int) -> T:
+def queued_while_busy(engine: Scheduler, main: Coroutine[Any, Any, T], calls: int) -> T:
     """Run ``main`` in an app's thread while the model is busy, until ``calls`` calls
     queue for it (then they start together); ``main``'s result."""
     with ThreadPoolExecutor(1) as app, engine.lock:

@@ -18,8 +18,8 @@ import torch
 import transformers
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.generation import DecodingOptions
-from tests.families import FAMILIES, save_tiny_family
+from langchain_adaptive_rag.options import DecodingOptions
+from tests.families import FAMILIES
 
 PROMPTS = (
     "Question: When was Anna Berg born?\nAnswer:",
@@ -28,12 +28,6 @@ PROMPTS = (
     "director of Blue Harbour born?\nAnswer:",  # longer than Mistral's 16-token window
 )
 BUDGET = 12
-
-
-@pytest.fixture(scope="module")
-def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("families")
-    return {family: save_tiny_family(family, root / family, seed=3) for family in FAMILIES}
 
 
 def _load(path: Path) -> tuple[Any, Any]:

@@ -24,7 +24,7 @@ from langchain_adaptive_rag import (
     create_adaptive_rag_graph,
     create_bm25_retriever,
 )
-from langchain_adaptive_rag.capture import attention_module
+from langchain_adaptive_rag.engine.layers import attention_module
 from langchain_adaptive_rag.graphs import build_adaptive_rag_graph
 from langchain_adaptive_rag.policy import Policy
 

@@ -18,29 +18,26 @@ import os
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from langchain_adaptive_rag import (
-    ChatTransformers,
-    attention_rows,
-    decoding_loop,
-    kv_cache,
-)
-from langchain_adaptive_rag.capture import CaptureHooks
-from langchain_adaptive_rag.decoding_loop import decode_together
-from langchain_adaptive_rag.generation import (
+from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.engine import attention_rows
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
+from langchain_adaptive_rag.engine.hooks import CaptureHooks
+from langchain_adaptive_rag.engine.prefix_cache import PrefixCache
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
+from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     HiddenPosition,
-    TraceDecoder,
     capture_covers,
 )
-from langchain_adaptive_rag.prefix_cache import PrefixCache
 from tests.integration_tests.test_engine import assert_same
 
 SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "8"))
@@ -103,8 +100,8 @@ def _computing_rows_in_the_pass(hooks: CaptureHooks, enabled: bool) -> Iterator[
         yield deferred
 
 
-def decoder(chat: ChatTransformers, request: Request) -> TraceDecoder:
-    return TraceDecoder(
+def decoder(chat: ChatTransformers, request: Request) -> DecodeRequest:
+    return DecodeRequest(
         chat.hf_model,
         chat.hf_tokenizer,
         chat.encode(request.prompt),
@@ -132,17 +129,16 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
     requests = [draw_request(rng, attention, hidden, windowed) for _ in range(count)]
     assert all(capture_covers(loop_capture, r.capture) for r in requests)
     with monkeypatch.context() as plain:  # references on the model's own cache, one by one
-        plain.setattr(decoding_loop, "roomy_limit", lambda model: 0)
-        plain.setattr(kv_cache, "roomy_limit", lambda model: 0)
         plain.setattr(CaptureHooks, "deferring_rows", _computing_rows_in_the_pass)
-        alone = [decoder(chat, r).run() for r in requests]
+        own = replace(ModelCapabilities.of(model), window=0)
+        alone = [decode_alone(decoder(chat, r), capabilities=own) for r in requests]
 
     if seed % 2:  # the deferred rows of a flush come in chunks of one to a few steps
         monkeypatch.setattr(attention_rows, "PENDING_SCORES", rng.randint(20, 200))
     decoders = [decoder(chat, r) for r in requests]
     first = rng.randint(1, 2)
     starting, waiting = decoders[:first], decoders[first:]
-    joined: list[TraceDecoder] = []
+    joined: list[DecodeRequest] = []
     # one request's caller may stop reading at some step boundary, one may fail
     stopping = rng.randrange(len(decoders)) if rng.random() < 0.5 else None
     stop_at = rng.randint(1, 12)
@@ -153,7 +149,7 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
     boundary = {"n": 0}
     cut: list[int | None] = []  # the stopped request's tokens when it was stopped
 
-    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+    def admit(rows: int, longest: int | None) -> list[DecodeRequest]:
         # a last sequence decoding lets every waiting request in that fits
         count = len(waiting) if rows <= 1 else rng.choice((0, 0, 0, 1, 2))
         taken = [d for d in waiting[:count] if longest is None or d.longest <= longest]
@@ -214,12 +210,12 @@ def test_random_join_schedules_give_each_request_what_it_gets_alone(
 _FAILURE = "a request failing at one of its steps"
 
 
-def _fail_at_call(request: TraceDecoder, calls: dict[str, int]) -> None:
+def _fail_at_call(request: DecodeRequest, calls: dict[str, int]) -> None:
     """Make ``request`` fail the ``calls["at"]``-th time the loop asks it to choose tokens.
 
     ``calls["n"]`` counts the times it was asked.
     """
-    choose = request._choose_tokens
+    choose = request.choose_tokens
 
     def failing(*args: object) -> object:
         calls["n"] += 1
@@ -227,4 +223,4 @@ def _fail_at_call(request: TraceDecoder, calls: dict[str, int]) -> None:
             raise RuntimeError(_FAILURE)
         return choose(*args)  # type: ignore[arg-type]
 
-    request._choose_tokens = failing  # type: ignore[method-assign]
+    request.choose_tokens = failing  # type: ignore[method-assign]

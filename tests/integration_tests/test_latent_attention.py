@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.decoding_loop import sharing_modules
-from langchain_adaptive_rag.kv_cache import RoomyLayer
+from langchain_adaptive_rag.engine.capabilities import sharing_modules
+from langchain_adaptive_rag.engine.kv_cache import RoomyLayer
 from tests.compare import assert_same_traces
 from tests.together import decoded_together
 from tests.trace_options import trace_options

@@ -9,7 +9,7 @@ import pytest
 from transformers.utils import logging as transformers_logging
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.loading_bars import weight_loading_bars
+from langchain_adaptive_rag.engine.loading import weight_loading_bars
 
 BAR = "Loading weights"
 

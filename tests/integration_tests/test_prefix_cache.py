@@ -9,10 +9,11 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.decoding_loop import decode_together
+from langchain_adaptive_rag.engine.prefix_cache import PrefixCache
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
 from langchain_adaptive_rag.evaluation import load_chat_model
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, TraceDecoder
-from langchain_adaptive_rag.prefix_cache import PrefixCache
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from tests.integration_tests.test_engine import assert_same, run_together
 from tests.trace_options import trace_options
 
@@ -42,14 +43,14 @@ REQUESTS: list[dict[str, Any]] = [
 CAPTURE = CaptureOptions(attention=True, hidden=True, hidden_at="eos")
 
 
-def _decoders(model: Any, tokenizer: Any) -> list[TraceDecoder]:
+def _decoders(model: Any, tokenizer: Any) -> list[DecodeRequest]:
     return [
-        TraceDecoder(model, tokenizer, tokenizer(p)["input_ids"], **options)
+        DecodeRequest(model, tokenizer, tokenizer(p)["input_ids"], **options)
         for p, options in zip(PROMPTS, REQUESTS, strict=True)
     ]
 
 
-def _decode(model: Any, decoders: list[TraceDecoder], cache: PrefixCache | None) -> None:
+def _decode(model: Any, decoders: list[DecodeRequest], cache: PrefixCache | None) -> None:
     list(decode_together(model, decoders, capture=CAPTURE, prefix_cache=cache))
 
 
@@ -87,16 +88,16 @@ def test_prompts_needing_very_different_prefills_run_in_separate_passes(
     tokenizer = AutoTokenizer.from_pretrained(path)
     prompts = [EXEMPLARS * 4 + "Question: Where?\nAnswer:", "Carl", EXEMPLARS * 3]
 
-    def decoders() -> list[TraceDecoder]:
+    def decoders() -> list[DecodeRequest]:
         options = DecodingOptions(max_new_tokens=4)
         return [
-            TraceDecoder(model, tokenizer, tokenizer(p)["input_ids"], decoding=options)
+            DecodeRequest(model, tokenizer, tokenizer(p)["input_ids"], decoding=options)
             for p in prompts
         ]
 
     alone = decoders()
     for decoder in alone:
-        decoder.run()
+        decode_alone(decoder)
     shapes: list[tuple[int, ...]] = []
     hook = model.register_forward_pre_hook(
         lambda _module, _args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
@@ -157,9 +158,9 @@ def test_a_windowed_model_reuses_prefixes_only_within_its_window(
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
 
-    def decoder(prompt: str, budget: int) -> TraceDecoder:
+    def decoder(prompt: str, budget: int) -> DecodeRequest:
         ids = tokenizer(prompt)["input_ids"]
-        return TraceDecoder(model, tokenizer, ids, decoding=DecodingOptions(max_new_tokens=budget))
+        return DecodeRequest(model, tokenizer, ids, decoding=DecodingOptions(max_new_tokens=budget))
 
     short = "Carl Lind was born in Oslo"
     full = [decoder(short, 4), decoder(short + " in", 3), decoder(short, 12)]

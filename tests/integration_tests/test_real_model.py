@@ -21,7 +21,6 @@ from transformers import AutoModelForCausalLM
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.exemplars import dataset_prompts
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.graphs import (
     AVAILABLE_METHODS,
     config_class,
@@ -33,6 +32,7 @@ from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 from langchain_adaptive_rag.prompts import build_prompt

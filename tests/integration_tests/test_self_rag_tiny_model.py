@@ -163,7 +163,7 @@ def test_decision_scores_and_answer_match_transformers(
 def test_token_logprobs_are_exact_at_every_position(
     model_dir: Path, reference: tuple[Any, Any]
 ) -> None:
-    from langchain_adaptive_rag.generation import DecodingOptions
+    from langchain_adaptive_rag.options import DecodingOptions
 
     _, tokenizer = reference
     watched = tuple(tokenizer.convert_tokens_to_ids(t) for t in ("[Relevant]", "[Utility:5]", "a"))

@@ -28,10 +28,10 @@ from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
 from langchain_adaptive_rag.cli import main
 from langchain_adaptive_rag.errors import AdaptiveRAGError, ModelServerError
 from langchain_adaptive_rag.exemplars import dataset_prompts
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.graphs import config_class, create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m, get_gemma_3_270m_gguf
 from langchain_adaptive_rag.prompts import build_prompt
 from langchain_adaptive_rag.served import ServedModel

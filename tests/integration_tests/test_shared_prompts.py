@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
-from langchain_adaptive_rag import ChatTransformers, decoding_loop
-from langchain_adaptive_rag.decoding_loop import decode_together, sharing_modules
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions, TraceDecoder
+from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.engine import runner as decoding_loop
+from langchain_adaptive_rag.engine.capabilities import sharing_modules
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_together
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from tests.integration_tests.test_engine import PROMPTS, assert_same
 
 SAMPLING = DecodingOptions(max_new_tokens=10, do_sample=True, top_k=20, top_p=0.9, seed=3)
@@ -22,9 +25,9 @@ REQUESTS: list[dict[str, Any]] = [  # (prompt, samples, greedy first, options)
 ]
 
 
-def decoders(chat: ChatTransformers, capture: CaptureOptions) -> list[TraceDecoder]:
+def decoders(chat: ChatTransformers, capture: CaptureOptions) -> list[DecodeRequest]:
     return [
-        TraceDecoder(
+        DecodeRequest(
             chat.hf_model,
             chat.hf_tokenizer,
             chat.encode(r["prompt"]),
@@ -47,13 +50,13 @@ def test_samples_reading_one_prompt_decode_what_their_own_copies_decode(
     copies = decoders(chat, capture)
     list(decode_together(chat.hf_model, copies, capture=capture, share_prompts=False))
     widths: list[tuple[int, int]] = []  # (own columns, prompt columns) of each step
-    step = decoding_loop._BatchLoop._step
+    step = decoding_loop.BatchRunner._step
 
     def watched(loop: Any, tokens: list[int]) -> None:
         step(loop, tokens)
         widths.append((loop.mask.shape[1], loop.prompts.mask.shape[1]))
 
-    monkeypatch.setattr(decoding_loop._BatchLoop, "_step", watched)
+    monkeypatch.setattr(decoding_loop.BatchRunner, "_step", watched)
     shared = decoders(chat, capture)
     list(decode_together(chat.hf_model, shared, capture=capture))
     for got, want in zip(shared, copies, strict=True):
@@ -99,7 +102,7 @@ def test_calls_joining_a_loop_that_reads_shared_prompts_decode_as_alone(llama_di
     running, *late = decoders(chat, capture)  # sampling call first, then three more
     steps = {"n": 0}
 
-    def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+    def admit(rows: int, longest: int | None) -> list[DecodeRequest]:
         steps["n"] += 1
         if steps["n"] == 3:
             return late[:1]  # a single-sample call joins the shared prompt's rows

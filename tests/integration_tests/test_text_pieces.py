@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
-from langchain_adaptive_rag.token_text import next_piece, text_decoder, token_pieces
+from langchain_adaptive_rag.engine.token_text import next_piece, text_decoder, token_pieces
 
 TEXTS = ["Anna Berg was born in 1931 in Oslo.", "Ærø, København: ñandú — 東京 🙂 done"]
 

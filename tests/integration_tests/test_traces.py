@@ -16,7 +16,7 @@ from langchain_adaptive_rag import (
     HiddenLayerError,
     PromptTooLongError,
 )
-from langchain_adaptive_rag.capture import decoder_layers
+from langchain_adaptive_rag.engine.layers import decoder_layers
 from tests.conftest import boundary_stop
 from tests.trace_options import trace_options
 

@@ -26,7 +26,7 @@ from langchain_adaptive_rag.evaluation.calibration import (
     calibrate_threshold,
     choose_threshold,
 )
-from langchain_adaptive_rag.evaluation.cli import add_eval_commands
+from langchain_adaptive_rag.evaluation.cli_args import add_eval_commands
 from langchain_adaptive_rag.evaluation.runner import (
     RunReport,
     RunSettings,
@@ -42,16 +42,16 @@ from langchain_adaptive_rag.evaluation.runner import (
     summarize,
 )
 from langchain_adaptive_rag.evaluation.setup import prepare_evaluation
-from langchain_adaptive_rag.generation import (
+from langchain_adaptive_rag.graphs import AdaptiveRAGGraph, create_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
+from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
     TokenEvent,
 )
-from langchain_adaptive_rag.graphs import AdaptiveRAGGraph, create_adaptive_rag_graph
-from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
-from langchain_adaptive_rag.graphs.flare import FLAREConfig
-from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import RetrieverOptions

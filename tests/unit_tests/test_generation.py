@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from langchain_adaptive_rag import sampling
+from langchain_adaptive_rag.engine import sampler as sampling
+from langchain_adaptive_rag.engine.sampler import draw_tokens, warp
+from langchain_adaptive_rag.engine.step_logits import StepLogits, entropy_of
+from langchain_adaptive_rag.engine.token_text import clip_pieces, longest_stop_prefix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import DecodingOptions
-from langchain_adaptive_rag.sampling import draw_tokens, warp
-from langchain_adaptive_rag.step_logits import StepLogits, entropy_of
-from langchain_adaptive_rag.token_text import clip_pieces, longest_stop_prefix
+from langchain_adaptive_rag.options import DecodingOptions
 from tests.host_reads import count_host_reads
 
 

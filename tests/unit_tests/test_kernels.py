@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from langchain_adaptive_rag import ChatTransformers, kernels
+from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.engine import kernels, local_model
 from langchain_adaptive_rag.evaluation.cli import choose_attention_kernels
 
 
@@ -65,12 +66,12 @@ def test_chat_model_logs_the_advice_once_at_its_first_call(
         seen.append(model)
         return True
 
-    monkeypatch.setattr("langchain_adaptive_rag.chat_models.cudnn_attention_may_run", may_run)
-    with caplog.at_level(logging.WARNING, logger="langchain_adaptive_rag.chat_models"):
+    monkeypatch.setattr(local_model, "cudnn_attention_may_run", may_run)
+    with caplog.at_level(logging.WARNING, logger="langchain_adaptive_rag.engine.local_model"):
         chat.invoke("Hello")
         chat.generate_trace("Hello")
     assert seen == [chat.hf_model]
-    warnings = [r for r in caplog.records if r.name == "langchain_adaptive_rag.chat_models"]
+    warnings = [r for r in caplog.records if r.name == "langchain_adaptive_rag.engine.local_model"]
     assert len(warnings) == 1
     assert "enable_cudnn_sdp(False)" in warnings[0].getMessage()
 
@@ -79,9 +80,9 @@ def test_chat_model_on_the_cpu_says_nothing(
     llama_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     chat = ChatTransformers(model=str(llama_dir), max_new_tokens=2)
-    with caplog.at_level(logging.WARNING, logger="langchain_adaptive_rag.chat_models"):
+    with caplog.at_level(logging.WARNING, logger="langchain_adaptive_rag.engine.local_model"):
         chat.invoke("Hello")
-    assert not [r for r in caplog.records if r.name == "langchain_adaptive_rag.chat_models"]
+    assert not [r for r in caplog.records if r.name == "langchain_adaptive_rag.engine.local_model"]
 
 
 @pytest.mark.parametrize(

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
-from transformers import Gemma2Config, LlamaConfig, MistralConfig
+from transformers import LlamaConfig
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from langchain_adaptive_rag import kv_cache
-from langchain_adaptive_rag.kv_cache import (
+from langchain_adaptive_rag.engine import kv_cache
+from langchain_adaptive_rag.engine.kv_cache import (
     RoomyCache,
     RoomyLayer,
     buffer_width,
     is_roomy,
-    plain_model_cache,
-    roomy_limit,
 )
 from tests.host_reads import DispatchedOperators
 
@@ -135,7 +131,7 @@ def test_appended_rows_are_left_padded_with_zeros() -> None:
     assert torch.equal(keys[:, :, 4:], token)
 
 
-def test_a_roomy_cache_and_the_plain_layer_checks() -> None:
+def test_a_roomy_cache_is_told_from_a_models_own() -> None:
     cache = RoomyCache()
     cache.update(states(1, 2, 0), states(1, 2, 0), 0)
     assert type(cache.layers[0]) is RoomyLayer and is_roomy(cache)
@@ -143,12 +139,6 @@ def test_a_roomy_cache_and_the_plain_layer_checks() -> None:
     dynamic.update(states(1, 2, 0), states(1, 2, 0), 0)
     dynamic.update(states(1, 2, 0), states(1, 2, 0), 1)
     assert not is_roomy(dynamic) and not is_roomy(None)
-    llama = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))
-    mistral = SimpleNamespace(config=MistralConfig(num_hidden_layers=2, sliding_window=16))
-    assert plain_model_cache(llama) and not plain_model_cache(mistral)  # type: ignore[arg-type]
-    assert roomy_limit(llama) is None and roomy_limit(mistral) == 16  # type: ignore[arg-type]
-    gemma2 = SimpleNamespace(config=Gemma2Config(num_hidden_layers=4, sliding_window=512))
-    assert roomy_limit(gemma2) == 512  # type: ignore[arg-type]  # the local layers' window
 
 
 def padded(rows: torch.Tensor, length: int) -> torch.Tensor:
@@ -331,28 +321,3 @@ def test_keys_and_values_of_other_shapes_read_like_a_dynamic_layer(
     assert torch.equal(keys[:2, :, :-1], plain.keys) and torch.equal(
         values[:2, :, :-1], plain.values
     )
-
-
-def test_a_models_own_cache_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every loop asks for the limit and whether keys are held: one cache built per model."""
-
-    class Model(torch.nn.Module):
-        def __init__(self, config: object) -> None:
-            super().__init__()
-            self.config = config
-
-    built: list[object] = []
-    original = kv_cache.DynamicCache
-
-    def counting(*args: object, **kwargs: object) -> object:
-        built.append(kwargs.get("config"))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(kv_cache, "DynamicCache", counting)
-    mistral = Model(MistralConfig(num_hidden_layers=2, sliding_window=16))
-    for _ in range(3):
-        assert roomy_limit(mistral) == 16 and kv_cache.holds_keys(mistral)  # type: ignore[arg-type]
-    assert len(built) == 1
-    stand_in = SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))  # no weak reference
-    assert roomy_limit(stand_in) is None and roomy_limit(stand_in) is None  # type: ignore[arg-type]
-    assert len(built) == 3

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
 from langchain_adaptive_rag.graphs.seakr import (
     SeaKRConfig,
     SeaKRPolicy,
@@ -18,6 +17,7 @@ from langchain_adaptive_rag.graphs.seakr import (
     rerank_choice,
     self_check_uncertainty,
 )
+from langchain_adaptive_rag.options import GenerationTrace
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import gram_uncertainty
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse

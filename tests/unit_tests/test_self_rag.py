@@ -22,7 +22,7 @@ from langchain_adaptive_rag import (
     create_self_rag_graph,
 )
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import GenerationTrace
+from langchain_adaptive_rag.options import GenerationTrace
 from langchain_adaptive_rag.reflection import (
     ReflectionVocabulary,
     logprobs_at,

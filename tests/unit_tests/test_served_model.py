@@ -15,10 +15,10 @@ from langchain_adaptive_rag.errors import (
     AttentionUnavailableError,
     ModelServerError,
 )
-from langchain_adaptive_rag.generation import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.flare import create_flare_graph
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig, create_seakr_graph
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.served import (
     ServedModel,

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.kv_cache import RoomyCache
-from langchain_adaptive_rag.shared_prompts import SharedPrompts, shared_prompt_attention
+from langchain_adaptive_rag.engine.kv_cache import RoomyCache
+from langchain_adaptive_rag.engine.shared_prompts import SharedPrompts, shared_prompt_attention
 
 DIM = 8
 

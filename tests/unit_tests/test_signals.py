@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from langchain_adaptive_rag.engine.step_logits import entropy_of
 from langchain_adaptive_rag.signals import (
     Word,
     aggregate_words,
@@ -16,7 +17,6 @@ from langchain_adaptive_rag.signals import (
     token_entropy,
     token_logprobs,
 )
-from langchain_adaptive_rag.step_logits import entropy_of
 
 
 def test_entropy_of_uniform_and_point_mass() -> None:

@@ -1,4 +1,4 @@
-"""One decoding engine per model: concurrent calls join one batched decoding loop.
+"""The scheduler: one per model; concurrent calls join one batched decoding loop.
 
 Calls to [`ChatTransformers`][] arriving from several threads or async tasks (graph
 ``batch``/``abatch``, ``adaptive-rag eval --concurrency N``, an app serving several users)
@@ -31,21 +31,18 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
-from langchain_adaptive_rag.decoding_loop import decode_together
+from langchain_adaptive_rag.engine.prefix_cache import PrefixCache
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_together
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import (
-    CaptureOptions,
-    TokenEvent,
-    TraceDecoder,
-    capture_covers,
-    capture_union,
-)
-from langchain_adaptive_rag.prefix_cache import PrefixCache
+from langchain_adaptive_rag.options import CaptureOptions, TokenEvent, capture_covers, capture_union
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["CPU_LINGER_SECONDS", "EXIT_WAIT_SECONDS", "IDLE_CHECK_SECONDS", "DecodeEngine"]
+    from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
+
+__all__ = ["CPU_LINGER_SECONDS", "EXIT_WAIT_SECONDS", "IDLE_CHECK_SECONDS", "Scheduler"]
 
 _END = object()
 T = TypeVar("T")
@@ -57,7 +54,7 @@ nothing there, and a live one slows torch's intra-op threads in others."""
 IDLE_CHECK_SECONDS = 1.0
 """How often a thread that lingers long checks whether its engine is still in use."""
 
-_LIVE: weakref.WeakSet[DecodeEngine] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Scheduler] = weakref.WeakSet()
 """Engines whose idle worker threads are ended before the interpreter exits."""
 
 _WORKERS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -126,8 +123,8 @@ def _run_together(jobs: list[_SideJob[T]]) -> None:
         job.done.set()
 
 
-def _serve(engine_ref: weakref.ref[DecodeEngine]) -> None:
-    """The model's thread: turns of ``DecodeEngine._serve_once`` while it lives.
+def _serve(engine_ref: weakref.ref[Scheduler]) -> None:
+    """The model's thread: turns of ``Scheduler._serve_once`` while it lives.
 
     Between turns the thread holds the engine only weakly, so an engine (and the model)
     that nobody uses any more is freed, and its lingering thread ends.
@@ -141,7 +138,7 @@ def _serve(engine_ref: weakref.ref[DecodeEngine]) -> None:
 
 @dataclass
 class _Ticket:
-    decoder: TraceDecoder
+    request: DecodeRequest
     stream: bool
     """Hand the caller the first sample's token events (the others are never read)."""
     events: queue.SimpleQueue[object] = field(default_factory=queue.SimpleQueue)
@@ -155,10 +152,10 @@ class _Ticket:
 
     @property
     def rows(self) -> int:
-        return len(self.decoder.samples)
+        return self.request.num_samples
 
 
-class DecodeEngine:
+class Scheduler:
     """Joins concurrent decoding requests of one model into shared batches.
 
     Args:
@@ -176,6 +173,7 @@ class DecodeEngine:
         prefix_cache: Stored prompt prefixes the loops' prefills start from.
         share_prompts: Let a call's samples read one copy of its prompt (see
             [`decode_together`][]).
+        capabilities: What the model supports (default: read at the first loop).
     """
 
     def __init__(
@@ -188,6 +186,7 @@ class DecodeEngine:
         linger_seconds: float | None = None,
         prefix_cache: PrefixCache | None = None,
         share_prompts: bool = True,
+        capabilities: ModelCapabilities | None = None,
     ) -> None:
         if max_batch_rows < 1:
             msg = f"max_batch_rows must be >= 1, got {max_batch_rows}."
@@ -205,6 +204,7 @@ class DecodeEngine:
         self.linger_seconds = linger_seconds
         self.prefix_cache = prefix_cache
         self.share_prompts = share_prompts
+        self.capabilities = capabilities
         self._pending: list[_Ticket] = []
         self._side: list[_SideJob[object]] = []
         self._looping = False
@@ -246,10 +246,10 @@ class DecodeEngine:
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout)
 
-    def decode(self, decoder: TraceDecoder, *, stream: bool = True) -> Iterator[TokenEvent]:
+    def decode(self, request: DecodeRequest, *, stream: bool = True) -> Iterator[TokenEvent]:
         """Decode one request with whatever else is queued; yields its events in order.
 
-        The request's traces are on ``decoder.traces`` once the iteration ends. Closing
+        The request's traces are on ``request.traces`` once the iteration ends. Closing
         the iterator early cancels the request. Only the first sample's events are
         handed over (a call's other samples are read from its traces), and with
         ``stream=False`` none: the caller sleeps until the request is done.
@@ -258,7 +258,7 @@ class DecodeEngine:
             BaseException: Whatever failed this request (its own processing, or the
                 shared forward pass of its batch).
         """
-        ticket = _Ticket(decoder, stream)
+        ticket = _Ticket(request, stream)
         with self._condition:
             self._pending.append(ticket)
             self._ensure_worker()
@@ -277,7 +277,7 @@ class DecodeEngine:
                 yield from item
         finally:
             if not finished:
-                decoder.stop_requested = True  # the caller stopped reading
+                request.stop_requested = True  # the caller stopped reading
 
     def _ensure_worker(self) -> None:
         """Start the model's thread unless it runs (call with the condition held)."""
@@ -365,9 +365,9 @@ class DecodeEngine:
             rows = 0
             for ticket in self._pending:
                 joint = (
-                    ticket.decoder.capture
+                    ticket.request.capture
                     if capture is None
-                    else capture_union(capture, ticket.decoder.capture)
+                    else capture_union(capture, ticket.request.capture)
                 )
                 fits = not batch or rows + ticket.rows <= self.max_batch_rows
                 if joint is not None and fits:
@@ -387,7 +387,7 @@ class DecodeEngine:
         """
         waiting: list[_Ticket] = []
         for ticket in self._pending:
-            if ticket.decoder.stop_requested:
+            if ticket.request.stop_requested:
                 ticket.events.put(_END)
                 self.dropped += 1
             else:
@@ -440,7 +440,7 @@ class DecodeEngine:
 
     def _run(self, batch: list[_Ticket], capture: CaptureOptions) -> None:
 
-        def admit(rows: int, longest: int | None) -> list[TraceDecoder]:
+        def admit(rows: int, longest: int | None) -> list[DecodeRequest]:
             """Queued requests the loop's hooks serve that fit, joining at a step boundary.
 
             ``longest``: the most positions a joining request may fill (the model's
@@ -449,8 +449,8 @@ class DecodeEngine:
             with self._condition:
                 self._drop_stopped()
                 if not all(
-                    capture_covers(capture, t.decoder.capture)
-                    and (longest is None or t.decoder.longest <= longest)
+                    capture_covers(capture, t.request.capture)
+                    and (longest is None or t.request.longest <= longest)
                     for t in self._pending
                 ):
                     return []  # others wait for another loop: drain this one first
@@ -458,7 +458,7 @@ class DecodeEngine:
                 rest: list[_Ticket] = []
                 for ticket in self._pending:
                     fits = rows + ticket.rows <= self.max_batch_rows
-                    if fits and capture_covers(capture, ticket.decoder.capture):
+                    if fits and capture_covers(capture, ticket.request.capture):
                         joining.append(ticket)
                         rows += ticket.rows
                     else:
@@ -466,7 +466,7 @@ class DecodeEngine:
                 self._pending = rest
             batch.extend(joining)
             self.joined += len(joining)
-            return [t.decoder for t in joining]
+            return [t.request for t in joining]
 
         previous: _Ticket | None = None  # the ticket whose events of this step are held
 
@@ -479,7 +479,7 @@ class DecodeEngine:
             with self.lock:
                 stream = decode_together(
                     self.model,
-                    [t.decoder for t in batch],
+                    [t.request for t in batch],
                     capture=capture,
                     admit=admit,
                     between=self._run_side_jobs,
@@ -487,6 +487,7 @@ class DecodeEngine:
                     prefix_cache=self.prefix_cache,
                     max_rows=self.max_batch_rows,
                     share_prompts=self.share_prompts,
+                    capabilities=self.capabilities,
                 )
                 for index, event in stream:
                     ticket = batch[index]
@@ -498,11 +499,11 @@ class DecodeEngine:
                             ticket.step.append(event)
                     else:  # the request is done: its caller goes on at once
                         ticket.flush()
-                        failed = ticket.decoder.error
+                        failed = ticket.request.error
                         ticket.events.put(_END if failed is None else failed)
                 if previous is not None:
                     previous.flush()
         except Exception as error:  # the shared forward pass failed: every caller hears
             for ticket in batch:
-                if not ticket.decoder.traces:
+                if not ticket.request.traces:
                     ticket.events.put(error)

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.attention_rows import register_attention
-from langchain_adaptive_rag.kv_cache import RoomyCache, cache_keyword, join_rows
+from langchain_adaptive_rag.engine.attention_rows import register_attention
+from langchain_adaptive_rag.engine.kv_cache import RoomyCache, cache_keyword, join_rows
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

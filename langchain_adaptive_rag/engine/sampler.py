@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from langchain_adaptive_rag.engine.step_logits import entropy_of, read_back
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.step_logits import entropy_of, read_back
 
 if TYPE_CHECKING:
-    from langchain_adaptive_rag.generation import DecodingOptions
+    from langchain_adaptive_rag.options import DecodingOptions
 
 __all__ = [
     "Distribution",

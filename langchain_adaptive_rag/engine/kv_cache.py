@@ -15,15 +15,13 @@ into a new one.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import itertools
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -34,11 +32,8 @@ __all__ = [
     "RoomyLayer",
     "buffer_width",
     "cache_keyword",
-    "holds_keys",
     "is_roomy",
     "join_rows",
-    "plain_model_cache",
-    "roomy_limit",
     "select_rows",
 ]
 
@@ -405,75 +400,6 @@ def is_roomy(cache: Any) -> bool:
     """
     layers: list[object] = list(getattr(cache, "layers", None) or [])
     return bool(layers) and all(type(layer) is RoomyLayer for layer in layers)
-
-
-def plain_model_cache(model: PreTrainedModel) -> bool:
-    """Whether the cache ``model`` builds for itself has only plain growing layers.
-
-    Such a model can be given a ``RoomyCache`` for sequences of any length; one
-    whose config calls for sliding-window layers only within ``roomy_limit``.
-    """
-    return roomy_limit(model) is None
-
-
-def holds_keys(model: PreTrainedModel) -> bool:
-    """Whether the cache ``model`` builds for itself holds keys and values in any layer.
-
-    ``False`` for state-space models (Mamba, Mamba-2): every layer holds convolution and
-    recurrent states only, nothing attends over past positions, and their own ``generate``
-    hands them no padding mask after the prefill (Mamba's layers would read one over the
-    whole history as one over the pass's tokens).
-    """
-    return _own_cache(model)[1]
-
-
-def roomy_limit(model: PreTrainedModel) -> int | None:
-    """The most positions a sequence may hold in a ``RoomyCache`` of ``model``.
-
-    A ``RoomyCache`` keeps every column, so it gives what the model's own cache
-    gives as long as no layer of that cache would drop one: always for plain growing
-    layers; for sliding-window layers (Mistral's ``sliding_window``, the local layers of
-    Gemma 2) while a sequence holds at most the smallest window, since a window of ``w``
-    positions hides nothing from a query with ``w`` or fewer keys, in the cache or in the
-    model's mask. Other kinds of layers (chunked, quantized) never.
-
-    Returns:
-        The smallest window, or 0; ``None`` means any number (plain layers only).
-    """
-    return _own_cache(model)[0]
-
-
-_OWN_CACHES: weakref.WeakKeyDictionary[Any, tuple[int | None, bool]] = weakref.WeakKeyDictionary()
-"""Each model's ``roomy_limit`` and [`holds_keys`][] (its config's layers decide)."""
-
-
-def _own_cache(model: PreTrainedModel) -> tuple[int | None, bool]:
-    """``roomy_limit`` and [`holds_keys`][] of ``model``, read once per model.
-
-    Building the cache a config calls for takes about 0.6 ms for 32 layers, and every
-    decoding loop asks: the answers are kept (for a model that can be weakly referenced).
-    """
-    try:
-        known = _OWN_CACHES.get(model)
-    except TypeError:  # not weakly referable (a stand-in model): read every time
-        known = None
-    if known is not None:
-        return known
-    layers = DynamicCache(config=model.config).layers
-    keys = any(isinstance(layer, DynamicLayer) for layer in layers)
-    windows: list[int] = []
-    limit: int | None = None
-    for layer in layers:
-        if type(layer) is DynamicSlidingWindowLayer:
-            windows.append(int(layer.sliding_window))
-        elif type(layer) is not DynamicLayer:
-            limit = 0
-            break
-    else:
-        limit = min(windows) if windows else None
-    with contextlib.suppress(TypeError):
-        _OWN_CACHES[model] = (limit, keys)
-    return limit, keys
 
 
 def cache_keyword(model: PreTrainedModel) -> str:

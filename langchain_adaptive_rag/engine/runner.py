@@ -1,6 +1,6 @@
-"""The batched KV-cache loop that decodes the requests of one model together.
+"""The runner: the batched KV-cache loop that decodes the requests of one model together.
 
-Requests ([`TraceDecoder`][]) are prefilled, from
+Requests ([`DecodeRequest`][]) are prefilled, from
 a stored prefix when the prefix cache holds one, then every sample decodes one token per
 step with its own options, stop strings, seed, token budget and captures. Requests that
 arrive meanwhile join at a step boundary; a sample with nothing left to feed leaves.
@@ -14,48 +14,48 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from langchain_adaptive_rag.capture import CaptureHooks, attention_module, decoder_layers
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
+from langchain_adaptive_rag.engine.hooks import CaptureHooks
+from langchain_adaptive_rag.engine.kv_cache import RoomyCache, is_roomy, join_rows, select_rows
+from langchain_adaptive_rag.engine.layers import attention_modules
+from langchain_adaptive_rag.engine.prefix_cache import LayerStates, PrefixCache, StoredPrefix
+from langchain_adaptive_rag.engine.sampler import Distribution, Drawn, not_a_distribution
+from langchain_adaptive_rag.engine.shared_prompts import SharedPrompts
+from langchain_adaptive_rag.engine.step_logits import StepLogits
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.generation import CaptureOptions, TokenEvent, capture_covers
-from langchain_adaptive_rag.kv_cache import (
-    RoomyCache,
-    cache_keyword,
-    holds_keys,
-    is_roomy,
-    join_rows,
-    plain_model_cache,
-    roomy_limit,
-    select_rows,
+from langchain_adaptive_rag.options import (
+    CaptureOptions,
+    GenerationTrace,
+    TokenEvent,
+    capture_covers,
 )
-from langchain_adaptive_rag.prefix_cache import LayerStates, PrefixCache, StoredPrefix
-from langchain_adaptive_rag.sampling import Distribution, Drawn, not_a_distribution
-from langchain_adaptive_rag.shared_prompts import SharedPrompts, attends_its_cache
-from langchain_adaptive_rag.step_logits import StepLogits
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from langchain_adaptive_rag.generation import TraceDecoder
+    from langchain_adaptive_rag.engine.request import DecodeRequest
 
 __all__ = [
     "PREFILL_PASS_TOKENS",
+    "BatchRunner",
+    "decode_alone",
     "decode_together",
     "prefill_groups",
-    "sharing_modules",
 ]
 
 
 def decode_together(
     model: PreTrainedModel,
-    decoders: Sequence[TraceDecoder],
+    requests: Sequence[DecodeRequest],
     *,
     capture: CaptureOptions | None = None,
-    admit: Callable[[int, int | None], Sequence[TraceDecoder]] | None = None,
+    admit: Callable[[int, int | None], Sequence[DecodeRequest]] | None = None,
     between: Callable[[], None] | None = None,
     step_done: Callable[[], None] | None = None,
     prefix_cache: PrefixCache | None = None,
     max_rows: int = 0,
     share_prompts: bool = True,
+    capabilities: ModelCapabilities | None = None,
 ) -> Iterator[tuple[int, TokenEvent | None]]:
     """Decode several requests in one batched KV-cache loop.
 
@@ -70,8 +70,8 @@ def decode_together(
     as a one-request batch: no padding, no mask.
 
     Args:
-        model: The causal LM every decoder was built for.
-        decoders: The requests.
+        model: The causal LM every request was built for.
+        requests: The requests.
         capture: The signals the loop's hooks read; it must cover every request's
             ([`capture_covers`][]). Default: the
             first request's.
@@ -94,6 +94,8 @@ def decode_together(
             prompt's keys and values (``shared_prompts``)
             instead of one copy each, on models whose cache the loop can hold and in
             loops that capture no attention rows.
+        capabilities: What the model supports (default: [`ModelCapabilities.of`][]
+            the model, read once per model).
 
     Yields:
         ``(request index, event)`` for each released token, in decoding order, and
@@ -103,20 +105,22 @@ def decode_together(
         AdaptiveRAGError: A request asks for a signal the loop's hooks do not read, or
             ``admit`` returned a request longer than it was told.
     """
-    capture = capture or decoders[0].capture
-    if not all(capture_covers(capture, d.capture) for d in decoders):
+    capture = capture or requests[0].capture
+    if not all(capture_covers(capture, d.capture) for d in requests):
         msg = (
             "Requests decoded together must ask only for signals the loop reads; "
             f"the loop reads {capture}. Fix: decode the others in another loop."
         )
         raise AdaptiveRAGError(msg)
-    modules = sharing_modules(model) if share_prompts and not capture.attention else None
-    hooks = CaptureHooks(model, capture)  # after sharing_modules's probe: it reads none
+    capabilities = capabilities or ModelCapabilities.of(model)  # its probe reads no hooks
+    sharing = capabilities.shares_prompts and share_prompts and not capture.attention
+    modules = attention_modules(model) if sharing else None
+    hooks = CaptureHooks(model, capture)
     try:
         with torch.inference_mode():
-            loop = _BatchLoop(
+            loop = BatchRunner(
                 model,
-                list(decoders),
+                list(requests),
                 hooks,
                 admit,
                 between=between,
@@ -124,52 +128,46 @@ def decode_together(
                 prefix_cache=prefix_cache,
                 max_rows=max_rows,
                 sharing=modules,
+                capabilities=capabilities,
             )
             yield from loop.run()
     finally:
         hooks.remove()
 
 
-def sharing_modules(model: PreTrainedModel) -> list[nn.Module] | None:
-    """Every layer's attention module, when the model can read shared prompts.
+def decode_alone(
+    request: DecodeRequest, *, capabilities: ModelCapabilities | None = None
+) -> list[GenerationTrace]:
+    """Decode one request to the end on its own and return its traces.
 
-    Shared prompts need the loop's own cache (no sliding-window or hybrid layers) and an
-    attention module per layer that calls transformers' ``AttentionInterface``, knows
-    its layer's cache index (``layer_idx``) and attends over the states it caches (not
-    multi-head latent attention: [`attends_its_cache`][]);
-    ``None`` otherwise.
+    Args:
+        request: The request.
+        capabilities: What its model supports (default: read from the model).
     """
-    if not plain_model_cache(model):
-        return None
-    modules: list[nn.Module] = []
-    for index in range(len(decoder_layers(model))):
-        try:
-            module = attention_module(model, index)
-        except AdaptiveRAGError:
-            return None
-        if getattr(module, "layer_idx", None) != index:
-            return None
-        modules.append(module)
-    return modules if attends_its_cache(model, modules[0]) else None
+    for _ in decode_together(request.model, [request], capabilities=capabilities):
+        pass
+    return request.traces
 
 
-class _BatchLoop:
+class BatchRunner:
     """The state of one batched decoding loop: requests, rows, cache, mask, positions."""
 
     def __init__(
         self,
         model: PreTrainedModel,
-        decoders: list[TraceDecoder],
+        requests: list[DecodeRequest],
         hooks: CaptureHooks,
-        admit: Callable[[int, int | None], Sequence[TraceDecoder]] | None,
+        admit: Callable[[int, int | None], Sequence[DecodeRequest]] | None,
         *,
         between: Callable[[], None] | None = None,
         step_done: Callable[[], None] | None = None,
         prefix_cache: PrefixCache | None = None,
         max_rows: int = 0,
         sharing: Sequence[nn.Module] | None = None,
+        capabilities: ModelCapabilities,
     ) -> None:
         self.model = model
+        self.capabilities = capabilities
         self.max_rows = max_rows
         self.sharing = list(sharing) if sharing is not None else None
         """The attention modules routed while rows read shared prompts (``None``: never)."""
@@ -178,7 +176,7 @@ class _BatchLoop:
         self.step_done = step_done
         self.prefix_cache = prefix_cache
         self.device = model.device
-        self.decoders = decoders
+        self.requests = requests
         self.hooks = hooks
         self.admit = admit
         self.rows: list[tuple[int, int]] = []  # (request, sample) of each cache row
@@ -188,20 +186,16 @@ class _BatchLoop:
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         self.step: StepLogits | None = None
         """Each row's next-token logits and their shared values (read back once a step)."""
-        self.unfinished: set[int] = set(range(len(decoders)))
-        """Requests whose traces are not set yet (finished ones stay in ``decoders``)."""
+        self.unfinished: set[int] = set(range(len(requests)))
+        """Requests whose traces are not set yet (finished ones stay in ``requests``)."""
         self._arranged = True
         """Whether the shared prompts' layout matches the rows."""
         self._deferred: list[list[int]] = []
         """Each step whose attention rows the hooks deferred: the rows' fed positions."""
         self._roomy = False
         """Whether ``cache`` is the loop's own (a RoomyCache): rows can join and leave."""
-        self.limit = roomy_limit(model)
+        self.limit = capabilities.window
         """The most positions a row may fill in the loop's own cache (``None``: any)."""
-        self.masks_steps = holds_keys(model)
-        """Whether decoding steps hand the model the rows' padding mask: not to a
-        state-space model (Mamba), whose layers would read it as a mask over the pass's
-        own tokens; its state absorbed no padding at the prefill, which had the mask."""
 
     def _prefill(self, first: int) -> None:
         """Prefill requests ``first..`` and append their rows.
@@ -212,20 +206,20 @@ class _BatchLoop:
         ([`prefill_groups`][]) so a short one is not padded to a long one; on a cache
         whose rows cannot be joined they all go in one.
         """
-        requests = list(range(first, len(self.decoders)))
-        roomy = self._joinable() if self.cache is not None else self._fits(self.decoders)
+        numbers = list(range(first, len(self.requests)))
+        roomy = self._joinable() if self.cache is not None else self._fits(self.requests)
         none: tuple[int, StoredPrefix | None] = (0, None)  # a model's own cache starts empty
-        matches = [self._match(self.decoders[r].prompt_ids) if roomy else none for r in requests]
-        lengths = [len(self.decoders[r].prompt_ids) for r in requests]
+        matches = [self._match(self.requests[r].prompt_ids) if roomy else none for r in numbers]
+        lengths = [len(self.requests[r].prompt_ids) for r in numbers]
         needs = [n - m for n, (m, _) in zip(lengths, matches, strict=True)]
-        groups = prefill_groups(needs) if roomy else [list(range(len(requests)))]
+        groups = prefill_groups(needs) if roomy else [list(range(len(numbers)))]
         for group in groups:
-            chosen = [requests[i] for i in group]
+            chosen = [numbers[i] for i in group]
             self._prefill_group(chosen, [matches[i] for i in group], roomy=roomy)
 
     def _admitted(
-        self, admit: Callable[[int, int | None], Sequence[TraceDecoder]]
-    ) -> Sequence[TraceDecoder]:
+        self, admit: Callable[[int, int | None], Sequence[DecodeRequest]]
+    ) -> Sequence[DecodeRequest]:
         """The requests ``admit`` lets join at this step boundary, checked to fit."""
         joining = admit(len(self.rows), self.limit)
         if not self._fits(joining):
@@ -238,14 +232,14 @@ class _BatchLoop:
             raise AdaptiveRAGError(msg)
         return joining
 
-    def _fits(self, decoders: Sequence[TraceDecoder]) -> bool:
-        """Whether the loop's own cache gives ``decoders`` what the model's would."""
-        return self.limit is None or all(d.longest <= self.limit for d in decoders)
+    def _fits(self, requests: Sequence[DecodeRequest]) -> bool:
+        """Whether the loop's own cache gives ``requests`` what the model's would."""
+        return all(self.capabilities.fits(d.longest) for d in requests)
 
     def _prefill_group(
-        self, requests: list[int], matches: list[tuple[int, StoredPrefix | None]], *, roomy: bool
+        self, numbers: list[int], matches: list[tuple[int, StoredPrefix | None]], *, roomy: bool
     ) -> None:
-        """Prefill ``requests`` in one forward pass and append their rows.
+        """Prefill the requests ``numbers`` in one forward pass and append their rows.
 
         Every row computes ``compute`` columns (the most any of its prompts needs) after
         ``cached`` columns of stored states. A row whose prompt needs fewer recomputes
@@ -253,7 +247,7 @@ class _BatchLoop:
         ``roomy``, the pass fills a ``RoomyCache``
         (decoding steps then append in place); otherwise the model's own cache.
         """
-        new = [self.decoders[r] for r in requests]
+        new = [self.requests[r] for r in numbers]
         lengths = [len(d.prompt_ids) for d in new]
         compute = max(n - m for n, (m, _) in zip(lengths, matches, strict=True))
         cached = max(lengths) - compute
@@ -271,27 +265,27 @@ class _BatchLoop:
             step = {"attention_mask": mask, "position_ids": positions}
         if cached:
             stored = [entry for _, entry in matches]
-            step[cache_keyword(self.model)] = _stored_cache(stored, taken, cached)
+            step[self.capabilities.cache_keyword] = _stored_cache(stored, taken, cached)
         elif roomy:
-            step[cache_keyword(self.model)] = RoomyCache()
+            step[self.capabilities.cache_keyword] = RoomyCache()
         inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
         out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
         cache = _output_cache(out)
         self._store_prompts(new, cache)
-        at = {r: j for j, r in enumerate(requests)}  # each request's row in this pass
-        shared = [r for r in requests if self._shares(self.decoders[r])]
-        own = [r for r in requests if r not in shared]
-        rows = [(r, b) for r in own + shared for b in range(len(self.decoders[r].samples))]
+        at = {r: j for j, r in enumerate(numbers)}  # each request's row in this pass
+        shared = [r for r in numbers if self._shares(self.requests[r])]
+        own = [r for r in numbers if r not in shared]
+        rows = [(r, b) for r in own + shared for b in range(self.requests[r].num_samples)]
         order = [at[r] for r, _ in rows]  # one prefill serves every sample of a request
         logits = out.logits[:, -1, :].float()[torch.tensor(order, device=self.device)]
         values, captured = self.hooks.read(logits, _greedy_masking(new), rows=False)
         if captured.hidden is not None:
             for r, b in rows:
-                self.decoders[r]._store_hidden(b, captured.hidden[at[r]])
+                self.requests[r].store_hidden(b, captured.hidden[at[r]])
         self.step = values if self.cache is None or self.step is None else self.step.joined(values)
         if shared:  # their prompts are held once; their rows start with no columns
             self.prompts.add(cache, mask, [at[r] for r in shared], shared)
-        own_rows = order[: len(order) - sum(len(self.decoders[r].samples) for r in shared)]
+        own_rows = order[: len(order) - sum(self.requests[r].num_samples for r in shared)]
         if own_rows:
             own_mask = mask[torch.tensor(own_rows, device=self.device)]
             if self.cache is None:
@@ -308,12 +302,12 @@ class _BatchLoop:
             self._append_blank(cache, len(order) - len(own_rows))
             self._trim()  # the columns only a shared prompt needed
         self.rows += rows
-        self.positions += [len(self.decoders[r].prompt_ids) - 1 for r, _ in rows]
+        self.positions += [len(self.requests[r].prompt_ids) - 1 for r, _ in rows]
         self._arranged = False  # new rows: the shared prompts' layout is laid out again
 
-    def _shares(self, decoder: TraceDecoder) -> bool:
+    def _shares(self, request: DecodeRequest) -> bool:
         """Whether a request's samples read one shared copy of its prompt."""
-        return self.sharing is not None and len(decoder.samples) > 1
+        return self.sharing is not None and request.num_samples > 1
 
     def _append_blank(self, like: Any, count: int) -> None:
         """Append ``count`` rows that hold no columns yet (they read a shared prompt).
@@ -342,13 +336,13 @@ class _BatchLoop:
             return 0, None
         return self.prefix_cache.match(prompt_ids, self.device)
 
-    def _store_prompts(self, new: list[TraceDecoder], cache: Any) -> None:
+    def _store_prompts(self, new: list[DecodeRequest], cache: Any) -> None:
         """Keep each prefilled prompt's keys and values (the batch's last columns)."""
         store = self.prefix_cache
         if store is None or store.max_bytes == 0 or not is_roomy(cache):
             return
-        for j, decoder in enumerate(new):
-            n = len(decoder.prompt_ids)
+        for j, request in enumerate(new):
+            n = len(request.prompt_ids)
 
             def states(j: int = j, n: int = n) -> LayerStates:
                 return [
@@ -359,7 +353,7 @@ class _BatchLoop:
                     for layer in cache.layers
                 ]
 
-            store.add(decoder.prompt_ids, states)
+            store.add(request.prompt_ids, states)
 
     def _trim(self) -> None:
         """Drop the leading cache columns that are padding for every remaining row.
@@ -383,6 +377,7 @@ class _BatchLoop:
         return self._roomy
 
     def run(self) -> Iterator[tuple[int, TokenEvent | None]]:
+        """Prefill, then step until every row is done (see [`decode_together`][])."""
         self._prefill(0)
         while True:
             if self.between is not None:
@@ -395,12 +390,12 @@ class _BatchLoop:
                 joining = self._admitted(self.admit)
                 if joining:
                     self._store_deferred_rows()  # before the joining rows change the cache
-                    first = len(self.decoders)
-                    self.decoders += joining
-                    self.unfinished.update(range(first, len(self.decoders)))
+                    first = len(self.requests)
+                    self.requests += joining
+                    self.unfinished.update(range(first, len(self.requests)))
                     self._prefill(first)
             yield from self._choose()
-            feed = [self.decoders[r]._next_input(b) for r, b in self.rows]  # None: done
+            feed = [self.requests[r].next_input(b) for r, b in self.rows]  # None: done
             if None in feed:
                 self._store_deferred_rows()  # the traces read them; done rows then leave
             yield from self._finish_requests()
@@ -424,7 +419,7 @@ class _BatchLoop:
 
     def _choose(self) -> Iterator[tuple[int, TokenEvent]]:
         """Pick, score and stop-check each sample, one request at a time."""
-        shared = len(self.decoders) > 1 or self.admit is not None
+        shared = len(self.requests) > 1 or self.admit is not None
         step = self.step
         assert step is not None  # set by every forward pass
         owned: dict[int, list[int]] = {}  # request -> its rows, in request order
@@ -432,22 +427,22 @@ class _BatchLoop:
             owned.setdefault(owner, []).append(i)
         samples_of = {r: [self.rows[i][1] for i in present] for r, present in owned.items()}
         for r in owned:
-            if self.decoders[r].stop_requested:
-                self.decoders[r].cancel()
+            if self.requests[r].stop_requested:
+                self.requests[r].cancel()
         distributions, drawn = self._shared_distributions(step, owned, samples_of)
         for r in sorted(owned):
-            decoder, present, samples = self.decoders[r], owned[r], samples_of[r]
+            request, present, samples = self.requests[r], owned[r], samples_of[r]
             try:
                 events = list(
-                    decoder._choose_tokens(
+                    request.choose_tokens(
                         step, present, samples, distributions.get(r), drawn.get(r)
                     )
                 )
             except Exception as error:
                 if not shared:
                     raise
-                decoder.error = error  # only this request fails; its rows leave the batch
-                decoder.cancel()
+                request.error = error  # only this request fails; its rows leave the batch
+                request.cancel()
                 continue
             for event in events:
                 yield r, event
@@ -470,33 +465,33 @@ class _BatchLoop:
         """
         groups: dict[tuple[object, ...], list[int]] = {}
         for r, samples in samples_of.items():
-            key = self.decoders[r]._shared_key(samples)
+            key = self.requests[r].shared_key(samples)
             if key is not None:
                 groups.setdefault(key, []).append(r)
         shared: dict[int, Distribution] = {}
         drawn: dict[int, Drawn | AdaptiveRAGError] = {}
-        for requests in groups.values():
-            if len(requests) < 2:
+        for numbers in groups.values():
+            if len(numbers) < 2:
                 continue
-            rows = [i for r in requests for i in owned[r]]
-            options = self.decoders[requests[0]].decoding
+            rows = [i for r in numbers for i in owned[r]]
+            options = self.requests[numbers[0]].decoding
             logits, raw = step.rows_of(rows)
             together = Distribution.of(logits, raw, options, step.of_rows(rows))
             start = 0
-            for r in requests:
+            for r in numbers:
                 shared[r] = together.part(start, start + len(owned[r]))
                 start += len(owned[r])
-            drawn.update(self._draw_together(requests, together, owned, samples_of))
+            drawn.update(self._draw_together(numbers, together, owned, samples_of))
         return shared, drawn
 
     def _draw_together(
         self,
-        requests: list[int],
+        numbers: list[int],
         together: Distribution,
         owned: dict[int, list[int]],
         samples_of: dict[int, list[int]],
     ) -> dict[int, Drawn | AdaptiveRAGError]:
-        """Draw the sampled samples of ``requests`` (rows of ``together``) at once.
+        """Draw the sampled samples of the requests ``numbers`` (rows of ``together``) at once.
 
         Returns:
             Each request's tokens and their logprobs by position among its rows, or the
@@ -506,8 +501,8 @@ class _BatchLoop:
         generators: list[torch.Generator] = []
         mine: dict[int, list[int]] = {}  # each request's drawing positions among its rows
         start = 0
-        for r in requests:
-            draws = self.decoders[r]._draws(samples_of[r])
+        for r in numbers:
+            draws = self.requests[r].draws(samples_of[r])
             mine[r] = [i for i, _ in draws]
             positions.extend(start + i for i, _ in draws)
             generators.extend(g for _, g in draws)
@@ -528,9 +523,9 @@ class _BatchLoop:
     def _finish_requests(self) -> Iterator[tuple[int, None]]:
         """Set the traces of every request whose samples are all done; announce it."""
         for r in sorted(self.unfinished):
-            decoder = self.decoders[r]
-            if all(sample.done for sample in decoder.samples):
-                decoder.traces = [decoder._trace(sample) for sample in decoder.samples]
+            request = self.requests[r]
+            if request.done:
+                request.finish()
                 self.unfinished.discard(r)
                 yield r, None
 
@@ -554,9 +549,9 @@ class _BatchLoop:
         inputs = fed_on_device[0].unsqueeze(1)
         if self.padded:
             step = {"position_ids": fed_on_device[1].unsqueeze(1)}
-            if not shared and self.masks_steps:
+            if not shared and self.capabilities.masked_steps:
                 step["attention_mask"] = self.mask
-        step[cache_keyword(self.model)] = self.cache
+        step[self.capabilities.cache_keyword] = self.cache
         deferred = False  # attention rows computed in the pass (see _store_deferred_rows)
         if shared and self.sharing is not None:
             self.prompts.set_own_mask(self.mask)
@@ -565,7 +560,7 @@ class _BatchLoop:
         else:
             with self.hooks.deferring_rows(self._joinable()) as deferred:
                 out = self.model(input_ids=inputs, use_cache=True, **step)
-        unfinished = [self.decoders[r] for r in sorted(self.unfinished)]
+        unfinished = [self.requests[r] for r in sorted(self.unfinished)]
         masking = _greedy_masking(unfinished)
         logits = out.logits[:, -1, :].float()
         self.step, captured = self.hooks.read(logits, masking, rows=not deferred)
@@ -573,10 +568,10 @@ class _BatchLoop:
             self._deferred.append(list(self.positions))
         for i, (r, b) in enumerate(self.rows):  # rows and hidden states of the fed positions
             if captured.hidden is not None:
-                self.decoders[r]._store_hidden(b, captured.hidden[i])
+                self.requests[r].store_hidden(b, captured.hidden[i])
             if captured.rows is not None:
                 head_max = captured.head_max[i] if captured.head_max is not None else None
-                self.decoders[r]._store_row(b, self.positions[i], captured.rows[i], head_max)
+                self.requests[r].store_row(b, self.positions[i], captured.rows[i], head_max)
 
     def _store_deferred_rows(self) -> None:
         """Compute the attention rows of the steps that deferred them and store them.
@@ -594,16 +589,16 @@ class _BatchLoop:
             seen = keys - (steps - 1 - s)
             for i, (r, b) in enumerate(self.rows):
                 maxima = head_max[i, s, :seen] if head_max is not None else None
-                self.decoders[r]._store_row(b, positions[i], rows[i, s, :seen], maxima)
+                self.requests[r].store_row(b, positions[i], rows[i, s, :seen], maxima)
         self._deferred.clear()
 
 
-def _greedy_masking(decoders: Sequence[TraceDecoder]) -> tuple[int, ...]:
-    """The EOS ids a step's masked argmax leaves out for ``decoders``' greedy samples.
+def _greedy_masking(requests: Sequence[DecodeRequest]) -> tuple[int, ...]:
+    """The EOS ids a step's masked argmax leaves out for ``requests``' greedy samples.
 
     Empty when none masks, or when they mask different ids (each then computes its own).
     """
-    wanted = {decoder._masked_eos_ids() for decoder in decoders} - {()}
+    wanted = {request.masked_eos_ids() for request in requests} - {()}
     return wanted.pop() if len(wanted) == 1 else ()
 
 

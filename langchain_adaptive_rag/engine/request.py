@@ -1,34 +1,41 @@
-"""Token-by-token decoding that records what the adaptive methods need.
+"""One decoding request: a prompt, its samples, and the signals each sample records.
 
-A [`TraceDecoder`][] is one request: a prompt, its samples and what to capture
-([`DecodingOptions`][], [`CaptureOptions`][]). It decodes in a KV-cache loop of its
-own over a HuggingFace causal LM (``decoding_loop``), alone
-or batched with other requests, and gives a [`GenerationTrace`][] per sample. The
-loop's forward hooks read the attention row of each fed position and the hidden state
-at the final position on a single decoder layer (``capture``).
-Each sample of a batch has its own seeded generator, so sample ``i`` of an ``n``-sample
-call with seed ``s`` draws the same tokens as a single-sample call with seed ``s + i``
-(``sampling``).
+A [`DecodeRequest`][] holds what a caller asked ([`DecodingOptions`][],
+[`CaptureOptions`][]) and each sample's state ([`SampleState`][]). It runs no forward
+pass: the runner (``runner``) feeds it each step's logits and
+captures through a small contract (``next_input``, ``choose_tokens``, ``store_row``,
+``store_hidden``, ``finish``), and it picks, scores and stop-checks tokens, holds
+back text that may start a stop string, and builds a [`GenerationTrace`][] per sample.
+Each sample of a request has its own seeded generator, so sample ``i`` of an
+``n``-sample call with seed ``s`` draws the same tokens as a single-sample call with
+seed ``s + i`` (``sampler``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from langchain_adaptive_rag.capture import context_length
-from langchain_adaptive_rag.errors import AdaptiveRAGError, PromptTooLongError
-from langchain_adaptive_rag.sampling import Distribution, Drawn, not_a_distribution
-from langchain_adaptive_rag.step_logits import StepLogits, without_eos
-from langchain_adaptive_rag.token_text import (
+from langchain_adaptive_rag.engine.layers import context_length
+from langchain_adaptive_rag.engine.sampler import Distribution, Drawn, not_a_distribution
+from langchain_adaptive_rag.engine.step_logits import StepLogits, without_eos
+from langchain_adaptive_rag.engine.token_text import (
     clip_pieces,
     decoded_piece,
     longest_stop_prefix,
     text_decoder,
+)
+from langchain_adaptive_rag.errors import AdaptiveRAGError, PromptTooLongError
+from langchain_adaptive_rag.options import (
+    CaptureOptions,
+    DecodingOptions,
+    FinishReason,
+    GenerationTrace,
+    TokenEvent,
 )
 
 if TYPE_CHECKING:
@@ -36,246 +43,11 @@ if TYPE_CHECKING:
 
     from transformers import PreTrainedModel
 
-__all__ = [
-    "CaptureOptions",
-    "DecodingOptions",
-    "FinishReason",
-    "GenerationTrace",
-    "HiddenPosition",
-    "HiddenSite",
-    "SignalDistribution",
-    "TokenEvent",
-    "TraceDecoder",
-    "capture_covers",
-    "capture_union",
-]
-
-
-HiddenSite = Literal["residual", "mlp"]
-"""Where a hidden state is read: the decoder layer's output (``residual`` stream) or
-the output of its MLP sub-block (``mlp``, the site SeaKR's vLLM patch reads)."""
-HiddenPosition = Literal["last", "eos", "eos_replacing_last"]
-"""``last``: the final generated token's position. ``eos``: an end-of-sequence token
-fed at the end (SeaKR): it replaces the final token when generation stopped on EOS or a
-stop string, and is appended after it when the token budget ran out."""
-SignalDistribution = Literal["raw", "processed"]
-"""``raw``: softmax of the model's logits. ``processed``: the distribution actually
-sampled from, after the EOS mask of ``min_new_tokens``, temperature, top-k and top-p."""
-FinishReason = Literal["stop", "length"]
-"""``stop``: an end-of-sequence token or a stop string; ``length``: the token budget."""
-
-
-@dataclass(frozen=True)
-class DecodingOptions:
-    """How tokens are chosen and when decoding stops.
-
-    Decoding is greedy unless ``do_sample`` is true and ``temperature`` is above zero.
-    """
-
-    max_new_tokens: int = 256
-    """Upper bound on generated tokens."""
-    min_new_tokens: int = 0
-    """End-of-sequence tokens are masked until this many tokens exist."""
-    do_sample: bool = False
-    """Sample from the processed distribution instead of taking its argmax."""
-    temperature: float = 1.0
-    """Softmax temperature for sampling (0 means greedy)."""
-    top_k: int | None = None
-    """Keep only the ``top_k`` most likely tokens when sampling."""
-    top_p: float | None = None
-    """Keep the smallest set of tokens whose probability reaches ``top_p`` when sampling."""
-    seed: int | None = None
-    """Seed of sample 0; sample ``i`` uses ``seed + i``. ``None`` draws fresh seeds."""
-    stop: tuple[str, ...] = ()
-    """Stop strings; they may span several tokens and are cut from the text."""
-    signal_distribution: SignalDistribution = "raw"
-    """Distribution that logprobs and entropies are computed from."""
-    top_logprobs: int = 0
-    """How many alternatives (token, logprob) to record per position."""
-    token_logprobs: tuple[int, ...] = ()
-    """Token ids whose log-probabilities are recorded at every position, whatever their
-    rank (Self-RAG reads its reflection tokens' so)."""
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            msg = f"max_new_tokens must be >= 1, got {self.max_new_tokens}."
-            raise AdaptiveRAGError(msg)
-        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
-            msg = (
-                f"min_new_tokens must be in [0, max_new_tokens={self.max_new_tokens}], "
-                f"got {self.min_new_tokens}."
-            )
-            raise AdaptiveRAGError(msg)
-        if self.temperature < 0:
-            msg = f"temperature must be >= 0, got {self.temperature}."
-            raise AdaptiveRAGError(msg)
-        if self.top_k is not None and self.top_k < 1:
-            msg = f"top_k must be >= 1 or None, got {self.top_k}."
-            raise AdaptiveRAGError(msg)
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            msg = f"top_p must be in (0, 1] or None, got {self.top_p}."
-            raise AdaptiveRAGError(msg)
-        if any(not s for s in self.stop):
-            msg = f"stop strings must be non-empty, got {list(self.stop)!r}."
-            raise AdaptiveRAGError(msg)
-        if not 0 <= self.top_logprobs <= 20:
-            msg = f"top_logprobs must be in [0, 20], got {self.top_logprobs}."
-            raise AdaptiveRAGError(msg)
-        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in self.token_logprobs):
-            msg = (
-                f"token_logprobs must be a tuple of token ids (integers >= 0), got "
-                f"{self.token_logprobs!r}."
-            )
-            raise AdaptiveRAGError(msg)
-
-    @property
-    def sampling(self) -> bool:
-        """Whether tokens are sampled (``do_sample`` and a positive temperature)."""
-        return self.do_sample and self.temperature > 0
-
-
-@dataclass(frozen=True)
-class CaptureOptions:
-    """Which internal signals to read while decoding, beyond logprobs and entropies."""
-
-    logprobs: bool = False
-    """The caller reads the generated tokens' log-probabilities. [`ChatTransformers`][]
-    always records them; a served model must return them (``logprobs=True``) or fail."""
-    attention: bool = False
-    """Record each generated token's head-averaged attention row (any kernel)."""
-    attention_layer: int = -1
-    """Decoder layer whose attention is read (negative counts from the last)."""
-    attention_head_max: bool = False
-    """Also record the per-position maximum over heads."""
-    hidden: bool = False
-    """Record one hidden state at the end of each sample."""
-    hidden_layer: int = -1
-    """Decoder layer whose hidden state is read (negative counts from the last)."""
-    hidden_site: HiddenSite = "residual"
-    """Read the layer's output or its MLP sub-block's output."""
-    hidden_at: HiddenPosition = "last"
-    """Where the hidden state is read: ``last``, the final generated token; ``eos``, an
-    end-of-sequence token fed in place of a stop string's last token or after a length
-    ending's last token; ``eos_replacing_last``, an end-of-sequence token fed in place of
-    the last token for every ending (SeaKR's vLLM patch; a length ending's last token is
-    then not fed, so its attention row, if captured, is the EOS's)."""
-
-
-def capture_covers(loop: CaptureOptions, request: CaptureOptions) -> bool:
-    """Whether hooks set for ``loop`` read every signal ``request`` asks for.
-
-    Only the hooked layers matter: ``hidden_at`` is each request's own (it decides which
-    tokens that request feeds at its end).
-    """
-    if request.attention and not (
-        loop.attention
-        and loop.attention_layer == request.attention_layer
-        and (loop.attention_head_max or not request.attention_head_max)
-    ):
-        return False
-    return not request.hidden or (
-        loop.hidden
-        and loop.hidden_layer == request.hidden_layer
-        and loop.hidden_site == request.hidden_site
-    )
-
-
-def capture_union(a: CaptureOptions, b: CaptureOptions) -> CaptureOptions | None:
-    """Hooks serving both ``a`` and ``b``, or ``None`` when they need different layers."""
-    attention = a if a.attention else b
-    hidden = a if a.hidden else b
-    union = CaptureOptions(
-        logprobs=a.logprobs or b.logprobs,
-        attention=a.attention or b.attention,
-        attention_layer=attention.attention_layer,
-        attention_head_max=a.attention_head_max or b.attention_head_max,
-        hidden=a.hidden or b.hidden,
-        hidden_layer=hidden.hidden_layer,
-        hidden_site=hidden.hidden_site,
-        hidden_at=hidden.hidden_at,
-    )
-    return union if capture_covers(union, a) and capture_covers(union, b) else None
+__all__ = ["DecodeRequest", "SampleState"]
 
 
 @dataclass
-class GenerationTrace:
-    """One generated sample and its per-token signals (numpy only, no tensors).
-
-    ``T`` is the number of generated tokens (end-of-sequence excluded) and ``P`` the
-    number of prompt tokens.
-    """
-
-    prompt_ids: np.ndarray
-    """Prompt token ids, shape ``(P,)``."""
-    token_ids: np.ndarray
-    """Generated token ids, shape ``(T,)``; tokens of a stop string are kept."""
-    tokens: list[str]
-    """Text piece of each token; ``"".join(tokens) == text`` (stop strings cut)."""
-    text: str
-    """The generated text, without a stop string or special tokens."""
-    logprobs: np.ndarray
-    """Log-probability of each chosen token, shape ``(T,)``."""
-    entropies: np.ndarray
-    """Entropy (nats) of each next-token distribution, shape ``(T,)``."""
-    finish_reason: FinishReason
-    """Why decoding stopped."""
-    logsumexp: np.ndarray | None = None
-    """``logsumexp`` of the raw logits at each position, shape ``(T,)`` (energy score)."""
-    stop_string: str | None = None
-    """The stop string that ended decoding, if any."""
-    seed: int | None = None
-    """Seed this sample was drawn with (``None`` for greedy samples)."""
-    attention: np.ndarray | None = None
-    """Shape ``(T, P + T)``: row ``t`` is the head-averaged attention of the position of
-    token ``t`` over positions ``0 .. P + t`` (zeros after)."""
-    attention_head_max: np.ndarray | None = None
-    """Like ``attention`` with the maximum over heads instead of the mean."""
-    hidden: np.ndarray | None = None
-    """Hidden state at the requested layer, site and position, shape ``(d,)``."""
-    top_token_ids: np.ndarray | None = None
-    """Most likely token ids at each position, shape ``(T, top_logprobs)``."""
-    top_logprobs: np.ndarray | None = None
-    """Their log-probabilities, shape ``(T, top_logprobs)``."""
-    top_tokens: list[tuple[str, ...]] | None = None
-    """A served model's alternatives as text, per position in the order of
-    ``top_logprobs`` (a server gives no token ids)."""
-    token_logprobs: np.ndarray | None = None
-    """Log-probabilities of ``DecodingOptions.token_logprobs`` at each position, shape
-    ``(T, len(token_logprobs))``; ``None`` when none were asked for (or the model cannot
-    give them: a served model)."""
-    entropy_outside_mass: np.ndarray | None = None
-    """``None`` when ``entropies`` are exact (over the whole vocabulary). A served model's
-    entropies are lower bounds from its top-k log-probabilities
-    (``top_k_entropy``); this is the probability
-    mass outside those ``k`` at each position, shape ``(T,)``, which bounds the error."""
-
-    @property
-    def num_prompt_tokens(self) -> int:
-        """``P``, the prompt length in tokens."""
-        return int(self.prompt_ids.shape[0])
-
-    @property
-    def num_tokens(self) -> int:
-        """``T``, the number of generated tokens."""
-        return int(self.token_ids.shape[0])
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    """A generated token released by the decoder (after stop-string hold-back)."""
-
-    sample: int
-    index: int
-    token_id: int
-    piece: str
-    logprob: float
-    entropy: float
-    top_token_ids: tuple[int, ...] = ()
-    top_logprobs: tuple[float, ...] = ()
-
-
-@dataclass
-class _Sample:
+class SampleState:
     """Mutable per-sample decoding state."""
 
     greedy: bool
@@ -301,15 +73,18 @@ class _Sample:
 
     @property
     def active(self) -> bool:
+        """Whether the sample still chooses tokens (it has no finish reason yet)."""
         return self.finish_reason is None
 
 
-class TraceDecoder:
-    """Decode ``n`` samples of one prompt and record their signals.
+class DecodeRequest:
+    """``n`` samples of one prompt to decode, and the signals they record.
 
-    Iterating yields a [`TokenEvent`][] per generated token, in order per sample;
-    a token is released once no stop string can still start in its text. After the
-    iteration, ``traces`` holds one [`GenerationTrace`][] per sample.
+    The runner drives it step by step: ``next_input`` gives each sample's next token
+    to feed, ``choose_tokens`` takes a step's logits and yields a [`TokenEvent`][] per
+    token released (once no stop string can still start in its text), ``store_row`` and
+    ``store_hidden`` keep what the hooks read, and ``finish`` sets ``traces``, one
+    [`GenerationTrace`][] per sample, once every sample is ``done``.
     """
 
     def __init__(
@@ -323,7 +98,7 @@ class TraceDecoder:
         decoding: DecodingOptions | None = None,
         capture: CaptureOptions | None = None,
     ) -> None:
-        """Validate the request; nothing runs until iteration.
+        """Validate the request; nothing runs until a runner decodes it.
 
         Args:
             model: A HuggingFace causal LM.
@@ -370,39 +145,37 @@ class TraceDecoder:
     def stop_requested(self, value: bool) -> None:
         self._stop_requested = value
 
-    def _make_samples(self, n: int, include_greedy: bool) -> list[_Sample]:
+    def _make_samples(self, n: int, include_greedy: bool) -> list[SampleState]:
         device = self.model.device
-        samples: list[_Sample] = []
+        samples: list[SampleState] = []
         if include_greedy:
-            samples.append(_Sample(greedy=True, seed=None, generator=None))
+            samples.append(SampleState(greedy=True, seed=None, generator=None))
         base = self.decoding.seed
         if self.decoding.sampling and base is None:
             base = int(torch.randint(0, 2**31 - 1, (1,)).item())
         for i in range(n):
             if not self.decoding.sampling:
-                samples.append(_Sample(greedy=True, seed=None, generator=None))
+                samples.append(SampleState(greedy=True, seed=None, generator=None))
                 continue
             assert base is not None
             generator = torch.Generator(device=device)
             generator.manual_seed(base + i)
-            samples.append(_Sample(greedy=False, seed=base + i, generator=generator))
+            samples.append(SampleState(greedy=False, seed=base + i, generator=generator))
         return samples
 
-    # -- the loop ---------------------------------------------------------------------
+    @property
+    def num_samples(self) -> int:
+        """How many samples (cache rows) the request decodes."""
+        return len(self.samples)
 
-    def __iter__(self) -> Iterator[TokenEvent]:
-        # imported here: the loop's module imports this one for the request types
-        from langchain_adaptive_rag.decoding_loop import decode_together
+    @property
+    def done(self) -> bool:
+        """Whether every sample has fed its last token (``finish`` may run)."""
+        return all(sample.done for sample in self.samples)
 
-        for _, event in decode_together(self.model, [self]):
-            if event is not None:
-                yield event
-
-    def run(self) -> list[GenerationTrace]:
-        """Decode to the end and return the traces."""
-        for _ in self:
-            pass
-        return self.traces
+    def finish(self) -> None:
+        """Build each sample's trace from what it recorded."""
+        self.traces = [self._trace(sample) for sample in self.samples]
 
     def cancel(self) -> None:
         """Stop every sample now (a caller stopped reading); its rows leave the batch."""
@@ -415,12 +188,12 @@ class TraceDecoder:
         """Positions in ``present`` of the samples still short of ``min_new_tokens``."""
         return [i for i, b in enumerate(present) if self._masks_eos(self.samples[b])]
 
-    def _masks_eos(self, sample: _Sample) -> bool:
+    def _masks_eos(self, sample: SampleState) -> bool:
         """Whether ``sample`` is still short of ``min_new_tokens`` (EOS is masked)."""
         short = len(sample.ids) < self.decoding.min_new_tokens
         return bool(short and self.eos_ids)
 
-    def _masked_eos_ids(self) -> tuple[int, ...]:
+    def masked_eos_ids(self) -> tuple[int, ...]:
         """The EOS ids this request's greedy samples mask this step (empty: none).
 
         Only a request whose greedy samples read the raw distribution: the step's masked
@@ -433,7 +206,7 @@ class TraceDecoder:
             return tuple(self.eos_ids)
         return ()
 
-    def _shared_key(self, present: Sequence[int]) -> tuple[object, ...] | None:
+    def shared_key(self, present: Sequence[int]) -> tuple[object, ...] | None:
         """What makes this request's own distribution, when requests may share its work.
 
         ``None`` when it needs none (greedy on the raw distribution) or its own EOS mask.
@@ -461,7 +234,7 @@ class TraceDecoder:
         options = self.decoding
         if not (options.sampling or options.signal_distribution == "processed" or masked):
             return None
-        if self._masked_eos_ids() and step.masked_for == tuple(self.eos_ids):
+        if self.masked_eos_ids() and step.masked_for == tuple(self.eos_ids):
             return None  # greedy on the raw distribution: the step's masked argmax serves
         logits, raw = step.rows_of(rows)
         if masked:
@@ -469,7 +242,7 @@ class TraceDecoder:
         known = None if masked else step.of_rows(rows)
         return Distribution.of(logits, raw, options, known)
 
-    def _draws(self, present: Sequence[int]) -> list[tuple[int, torch.Generator]]:
+    def draws(self, present: Sequence[int]) -> list[tuple[int, torch.Generator]]:
         """The samples that draw a token this step: position in ``present``, generator."""
         draws = []
         for i, b in enumerate(present):
@@ -479,7 +252,7 @@ class TraceDecoder:
                 draws.append((i, sample.generator))
         return draws
 
-    def _choose_tokens(
+    def choose_tokens(
         self,
         step: StepLogits,
         rows: Sequence[int],
@@ -494,8 +267,8 @@ class TraceDecoder:
             rows: This decoder's rows in the batch, in order.
             present: Its sample index on each of those rows.
             shared: Its own distribution over those rows, computed together with other
-                requests' (see ``_shared_key``); ``None``: computed here if needed.
-            drawn: The tokens its sampled samples (``_draws``) drew together with
+                requests' (see ``shared_key``); ``None``: computed here if needed.
+            drawn: The tokens its sampled samples (``draws``) drew together with
                 other requests' from ``shared`` and their logprobs, by position in
                 ``rows``, or the error its rows gave; ``None``: drawn here.
         """
@@ -505,7 +278,7 @@ class TraceDecoder:
         tokens = drawn
         if tokens is None:
             tokens = {}
-            draws = self._draws(present)
+            draws = self.draws(present)
             if draws:
                 assert own is not None  # sampling always has its own distribution
                 positions = [i for i, _ in draws]
@@ -542,7 +315,7 @@ class TraceDecoder:
 
     def _append(
         self,
-        sample: _Sample,
+        sample: SampleState,
         token: int,
         logprob: float,
         entropy: float,
@@ -576,7 +349,7 @@ class TraceDecoder:
             sample.finish_reason = "length"
             self._set_tail(sample, ended_on_eos=False)
 
-    def _set_tail(self, sample: _Sample, *, ended_on_eos: bool) -> None:
+    def _set_tail(self, sample: SampleState, *, ended_on_eos: bool) -> None:
         """Queue the tokens still to feed so every requested signal can be read."""
         capture = self.capture
         eos = self.eos_ids[0] if self.eos_ids else None
@@ -593,7 +366,7 @@ class TraceDecoder:
         else:
             sample.tail = []
 
-    def _release(self, b: int, sample: _Sample, *, final: bool) -> Iterator[TokenEvent]:
+    def _release(self, b: int, sample: SampleState, *, final: bool) -> Iterator[TokenEvent]:
         if final:
             limit = len(sample.pieces)
         else:
@@ -615,7 +388,7 @@ class TraceDecoder:
             )
         sample.released = limit
 
-    def _next_input(self, b: int) -> int | None:
+    def next_input(self, b: int) -> int | None:
         """The token sample ``b`` feeds next, or ``None`` once it has nothing left."""
         sample = self.samples[b]
         if sample.active:
@@ -625,11 +398,12 @@ class TraceDecoder:
         sample.done = True
         return None
 
-    def _store_hidden(self, b: int, hidden: np.ndarray) -> None:
+    def store_hidden(self, b: int, hidden: np.ndarray) -> None:
+        """Keep the hidden state read at the position sample ``b`` fed last."""
         if self.capture.hidden:
             self.samples[b].hidden = hidden.copy()
 
-    def _store_row(
+    def store_row(
         self, b: int, position: int, row: np.ndarray, head_max: np.ndarray | None
     ) -> None:
         """Keep the attention row of the token sample ``b`` fed at ``position``."""
@@ -643,7 +417,7 @@ class TraceDecoder:
             if head_max is not None:
                 sample.head_max_rows.append(_aligned(head_max, position))
 
-    def _trace(self, sample: _Sample) -> GenerationTrace:
+    def _trace(self, sample: SampleState) -> GenerationTrace:
         count = len(sample.ids)
         attention = head_max = None
         if self.capture.attention:
