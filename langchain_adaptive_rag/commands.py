@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from langchain_adaptive_rag.catalogue import METHOD_NAMES
 from langchain_adaptive_rag.evaluation.cli_args import add_eval_commands
+from langchain_adaptive_rag.index_commands import add_index_command
 from langchain_adaptive_rag.pretrained.cli import add_model_command
-from langchain_adaptive_rag.retrievers.cli import add_index_command
 
 __all__ = ["run"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from langchain_adaptive_rag.testing import create_tiny_model
-from tests.families import FAMILIES, save_tiny_family
+from tests.helpers.families import FAMILIES, save_tiny_family
 
 
 @pytest.fixture(scope="session")

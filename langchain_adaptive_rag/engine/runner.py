@@ -18,6 +18,7 @@ from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.hooks import CaptureHooks
 from langchain_adaptive_rag.engine.kv_cache import RoomyCache, is_roomy, join_rows, select_rows
 from langchain_adaptive_rag.engine.layers import attention_modules
+from langchain_adaptive_rag.engine.prefill import output_cache, prefill_groups, stored_cache
 from langchain_adaptive_rag.engine.prefix_cache import LayerStates, PrefixCache, StoredPrefix
 from langchain_adaptive_rag.engine.sampler import Distribution, Drawn, not_a_distribution
 from langchain_adaptive_rag.engine.shared_prompts import SharedPrompts
@@ -36,11 +37,9 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.engine.request import DecodeRequest
 
 __all__ = [
-    "PREFILL_PASS_TOKENS",
     "BatchRunner",
     "decode_alone",
     "decode_together",
-    "prefill_groups",
 ]
 
 
@@ -265,12 +264,12 @@ class BatchRunner:
             step = {"attention_mask": mask, "position_ids": positions}
         if cached:
             stored = [entry for _, entry in matches]
-            step[self.capabilities.cache_keyword] = _stored_cache(stored, taken, cached)
+            step[self.capabilities.cache_keyword] = stored_cache(stored, taken, cached)
         elif roomy:
             step[self.capabilities.cache_keyword] = RoomyCache()
         inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
         out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
-        cache = _output_cache(out)
+        cache = output_cache(out)
         self._store_prompts(new, cache)
         at = {r: j for j, r in enumerate(numbers)}  # each request's row in this pass
         shared = [r for r in numbers if self._shares(self.requests[r])]
@@ -600,59 +599,3 @@ def _greedy_masking(requests: Sequence[DecodeRequest]) -> tuple[int, ...]:
     """
     wanted = {request.masked_eos_ids() for request in requests} - {()}
     return wanted.pop() if len(wanted) == 1 else ()
-
-
-PREFILL_PASS_TOKENS = 128
-"""What one more prefill forward pass is taken to cost, in token rows computed: a group of
-requests is split off into a pass of its own only when that saves more padding."""
-
-
-def prefill_groups(needs: Sequence[int], pass_tokens: int = PREFILL_PASS_TOKENS) -> list[list[int]]:
-    """Split requests into prefill passes that compute the fewest token rows.
-
-    A pass computes, for each of its requests, as many tokens as the one that needs the
-    most; each pass also costs ``pass_tokens``. The requests are sorted by need and cut
-    where that lowers the total (the best cut of a sorted list is found exactly).
-
-    Args:
-        needs: Tokens each request has to compute (its prompt after a stored prefix).
-        pass_tokens: The cost of one more forward pass, in token rows.
-
-    Returns:
-        Groups of indices into ``needs``, the neediest group first, each sorted by index.
-    """
-    order = sorted(range(len(needs)), key=lambda i: (-needs[i], i))
-    best = [0] + [0] * len(order)  # best[i]: least cost of the first i requests in order
-    cut = [0] * (len(order) + 1)
-    for i in range(1, len(order) + 1):
-        best[i], cut[i] = min(
-            (best[j] + (i - j) * needs[order[j]] + pass_tokens, j) for j in range(i)
-        )
-    groups: list[list[int]] = []
-    end = len(order)
-    while end > 0:
-        groups.append(sorted(order[cut[end] : end]))
-        end = cut[end]
-    return groups[::-1]
-
-
-def _stored_cache(stored: Sequence[StoredPrefix | None], taken: Sequence[int], width: int) -> Any:
-    """A cache of ``width`` columns whose row ``j`` ends with ``taken[j]`` stored tokens."""
-    sample = next(entry for entry in stored if entry is not None)
-    cache = RoomyCache()
-    for index, (keys, values) in enumerate(sample.layers):
-        layer_keys = keys.new_zeros((len(stored), keys.shape[1], width, keys.shape[3]))
-        layer_values = values.new_zeros((len(stored), values.shape[1], width, values.shape[3]))
-        for j, (entry, count) in enumerate(zip(stored, taken, strict=True)):
-            if entry is not None and count:
-                own_keys, own_values = entry.layers[index]
-                layer_keys[j, :, width - count :, :] = own_keys[0, :, :count, :]
-                layer_values[j, :, width - count :, :] = own_values[0, :, :count, :]
-        cache.update(layer_keys, layer_values, index)
-    return cache
-
-
-def _output_cache(out: Any) -> Any:
-    """The KV cache a forward pass returned, under either release's field name."""
-    cache = out.get("cache") if hasattr(out, "get") else None
-    return cache if cache is not None else out.past_key_values

@@ -11,9 +11,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,39 +29,13 @@ from langchain_adaptive_rag.errors import CallCancelledError
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
 from langchain_adaptive_rag.options import DecodingOptions
 from langchain_adaptive_rag.prompts import QAPrompts
+from tests.helpers.passes import Passes, counted
 
 LONG = DecodingOptions(max_new_tokens=300, min_new_tokens=300)
 PROMPT = "Anna Berg was born in"
-STEP_SECONDS = 0.005
 AFTER_CANCEL = 25
 """Passes a cancelled call may still run (the cancellation reaches the thread, then the
 loop, within a step or two)."""
-
-
-class Passes:
-    """Counts the model's forward passes (prefills apart), each slowed by STEP_SECONDS."""
-
-    def __init__(self) -> None:
-        self.decoding = 0
-        self.prefills = 0
-
-    def __call__(self, module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
-        ids = kwargs.get("input_ids")
-        if ids is not None and ids.shape[1] > 1:
-            self.prefills += 1
-        else:
-            self.decoding += 1
-        time.sleep(STEP_SECONDS)
-
-
-@contextmanager
-def counted(chat: ChatTransformers) -> Iterator[Passes]:
-    passes = Passes()
-    handle = chat.hf_model.register_forward_hook(passes, with_kwargs=True)
-    try:
-        yield passes
-    finally:
-        handle.remove()
 
 
 async def until(condition: Any, what: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,6 @@ from pydantic import Field, ValidationError
 
 from langchain_adaptive_rag import AdaptiveRAGError, ChatTransformers, get_token_signals
 from tests.conftest import boundary_stop
-from tests.trace_options import trace_options
 
 RTOL = 1e-5
 """A prompt sent again prefills from the prefix cache (all but its last token stored):
@@ -88,7 +88,9 @@ async def test_async_invoke_stream_and_batch(chat: ChatTransformers) -> None:
     batch = await chat.abatch(["Hello", "Bonjour"])
     assert batch[0].content == message.content
     assert [m.content for m in chat.batch(["Hello", "Bonjour"])] == [m.content for m in batch]
-    traces = await chat.agenerate_trace("Hello", **trace_options(chat, max_new_tokens=4))
+    traces = await chat.agenerate_trace(
+        "Hello", decoding=replace(chat.decoding, max_new_tokens=4, min_new_tokens=4)
+    )
     assert traces[0].num_tokens <= 4
 
 
@@ -284,7 +286,9 @@ def test_token_id_prompts(chat: ChatTransformers) -> None:
     ids = chat.encode("Question: a?")
     as_numpy = np.asarray(ids, dtype=np.int64)
     assert chat.encode(list(as_numpy)) == ids
-    trace = chat.generate_trace(list(as_numpy), **trace_options(chat, max_new_tokens=3))[0]
+    trace = chat.generate_trace(
+        list(as_numpy), decoding=replace(chat.decoding, max_new_tokens=3, min_new_tokens=3)
+    )[0]
     assert trace.prompt_ids.tolist() == ids
     with pytest.raises(AdaptiveRAGError, match="Expected text, a sequence of messages"):
         chat.encode([1.5, 2.5])  # type: ignore[list-item]

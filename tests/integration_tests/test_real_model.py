@@ -94,6 +94,10 @@ def test_the_model_is_gemma_3_with_sliding_and_global_layers(chat: ChatTransform
     assert config.layer_types[GLOBAL_LAYER] == "full_attention"
     assert config.sliding_window == 512
     assert sum(p.numel() for p in chat.hf_model.parameters()) == 268_098_176
+    capabilities = chat.capabilities  # the engine's view: the window bounds its own cache
+    assert (capabilities.cache_kind, capabilities.window) == ("windowed", 512)
+    assert capabilities.joins and not capabilities.shares_prompts
+    assert capabilities.attention_layers == capabilities.mlp_layers == tuple(range(18))
 
 
 @pytest.mark.parametrize("docs", [(), DOCS], ids=["short", "past-window"])

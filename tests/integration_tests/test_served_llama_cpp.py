@@ -36,7 +36,7 @@ from langchain_adaptive_rag.pretrained import get_gemma_3_270m, get_gemma_3_270m
 from langchain_adaptive_rag.prompts import build_prompt
 from langchain_adaptive_rag.served import ServedModel
 from langchain_adaptive_rag.served.llama_cpp_server import free_port, serve_llama_cpp
-from tests.integration_tests.test_evaluation_cli import HOTPOT
+from tests.helpers.hotpot import HOTPOT
 
 pytestmark = pytest.mark.slow
 

@@ -110,7 +110,7 @@ def test_seakr_reranking_keeps_a_gold_passage(
 
 def _eight_at_a_time(method: str, questions: list[ToyQuestion]) -> list[dict[str, Any]]:
     """The method's final states, eight questions at a time: their model calls decode in
-    one batched loop, with the results of one at a time (test_engine.py)."""
+    one batched loop, with the results of one at a time (engine/test_scheduler.py)."""
     model = load_toy_model()
     model.batch_concurrent_calls = True
     graph = create_adaptive_rag_graph(

@@ -13,7 +13,7 @@ from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
 from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts, extract_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.scripted import QUESTION, RecordingRetriever
+from tests.helpers.scripted import QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 LINE = " Anna Berg directed it.\nQuestion: Who wrote Hamlet?"  # stops at "\n"

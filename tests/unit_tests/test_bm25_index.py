@@ -26,19 +26,7 @@ from langchain_adaptive_rag.retrievers import (
     create_bm25_retriever,
     load_bm25_retriever,
 )
-
-VOCAB = [f"w{i}" for i in range(300)]
-
-
-def random_docs(count: int, seed: int = 0) -> list[Document]:
-    rng = random.Random(seed)
-    return [
-        Document(
-            page_content=" ".join(rng.choices(VOCAB, k=rng.randint(0, 30))),
-            metadata={"id": f"p{i}", "title": f"T{i % 7} {rng.choice(VOCAB)}", "n": i},
-        )
-        for i in range(count)
-    ]
+from tests.helpers.bm25_docs import VOCAB, random_docs
 
 
 def postings(model: object) -> dict[str, tuple[list[int], np.ndarray]]:

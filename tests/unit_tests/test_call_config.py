@@ -10,8 +10,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, create_fix_length_graph
-from tests.scripted import QUESTION, RecordingRetriever
-from tests.unit_tests.test_dragin_graph import NO_SHOTS, _draft, _model
+from tests.helpers import dragin_script
+from tests.helpers.scripted import NO_SHOTS, QUESTION, RecordingRetriever
 
 # a budget of 4 tokens: chunks of 2 retrieve once after the question, chunks of 4 do not
 TWO_CHUNKS = [" a b", " c d", " 1931."]
@@ -20,7 +20,7 @@ ONE_CHUNK = [" a b c d", " 1931."]
 
 def _fix_length(retriever: RecordingRetriever, script: list[str], **options: Any) -> Any:
     return create_fix_length_graph(
-        _model(*script),
+        dragin_script.model(*script),
         retriever,
         config=FixLengthConfig(fix_length=4, generate_max_length=4),
         prompts=NO_SHOTS,
@@ -29,7 +29,7 @@ def _fix_length(retriever: RecordingRetriever, script: list[str], **options: Any
 
 
 def test_the_context_schema_lists_the_methods_fields() -> None:
-    graph = create_dragin_graph(_model(), RecordingRetriever(), prompts=NO_SHOTS)
+    graph = create_dragin_graph(dragin_script.model(), RecordingRetriever(), prompts=NO_SHOTS)
     schema = graph.get_context_jsonschema()
     assert schema["title"] == "DRAGINConfigContext"
     assert schema["properties"]["theta"]["type"] == "number"
@@ -41,10 +41,10 @@ def test_theta_in_the_context_changes_the_decision_for_that_call() -> None:
     # s(1931.) = 0.816 (test_dragin_graph.test_threshold_decides): under theta 1.0 (the
     # build-time value here), over theta 0.8 given for one call
     graph = create_dragin_graph(
-        _model(
-            _draft(entropy_1931=1.0),
+        dragin_script.model(
+            dragin_script.draft(entropy_1931=1.0),
             " So the answer is 1931.",
-            _draft(1.0),
+            dragin_script.draft(1.0),
             " Anna Berg was born in 1930.",
             " So the answer is 1930.",
         ),

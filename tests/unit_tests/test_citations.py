@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -15,31 +11,8 @@ from langchain_adaptive_rag.graphs.fixed import create_single_round_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
 from langchain_adaptive_rag.visualize import record_run, tokens_html
-
-QUESTION = "When was the director of film Blue Harbour born?"
-ANSWER = " Anna Berg was born in 1931. So the answer is 1931."
-
-
-class CatalogueRetriever(BaseRetriever):
-    """Documents with a source, a title, a URL and a numpy score, as real retrievers give."""
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        return [
-            Document(
-                id="wiki-17",
-                page_content="Anna Berg (born 1931) is a Swedish film director.",
-                metadata={
-                    "title": "Anna Berg",
-                    "source": "wikipedia",
-                    "url": "https://en.wikipedia.org/wiki/Anna_Berg",
-                    "score": np.float32(12.5),
-                    "tags": ("film", "director"),
-                },
-            ),
-            Document(id="wiki-3", page_content="Blue Harbour is a 1962 film.", metadata={}),
-        ]
+from tests.helpers.catalogue import ANSWER, CatalogueRetriever
+from tests.helpers.scripted import QUESTION
 
 
 def _graph(**options: Any) -> Any:

@@ -7,45 +7,16 @@ import pytest
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError, AttentionUnavailableError
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
-from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.scripted import QUESTION, RecordingRetriever
-
-NO_SHOTS = QAPrompts(exemplars=())
-DRAFT_TOKENS = (
-    " Blue", " Harbour", " was", " directed", " by", " Anna", " Berg.",
-    " She", " was", " born", " in", " 1931.",
-)  # fmt: skip
-QFS_WEIGHTS = {"Anna": 0.3, "Berg.": 0.25, "born": 0.2, "director": 0.15, "Harbour": 0.1}
-
-
-def _draft(entropy_1931: float = 3.0) -> ScriptedResponse:
-    entropies = (0.1,) * 11 + (entropy_1931,)
-    return ScriptedResponse("".join(DRAFT_TOKENS), tokens=DRAFT_TOKENS, entropies=entropies)
-
-
-def _qfs_attention(pieces: list[str]) -> np.ndarray:
-    """Uniform causal, except the row predicting the last piece, which is scripted."""
-    size = len(pieces)
-    rows = np.tril(np.ones((size, size)))
-    rows = rows / rows.sum(axis=1, keepdims=True)
-    if size > 1 and pieces[0].strip() == "When" and pieces[-1].strip() == "1931.":
-        row = np.zeros(size)
-        for i, piece in enumerate(pieces[:-1]):
-            row[i] = QFS_WEIGHTS.get(piece.strip(), 0.0)
-            if piece.strip() == "born" and i < 10:  # only the answer's "born", not the question's
-                row[i] = 0.0
-        rows[size - 2] = row / row.sum()
-    return rows[None]
-
-
-def _model(*responses: ScriptedResponse | str) -> FakeTraceModel:
-    return FakeTraceModel(list(responses), forward_attention_fn=_qfs_attention)
+from tests.helpers import dragin_script
+from tests.helpers.scripted import NO_SHOTS, QUESTION, RecordingRetriever
 
 
 @pytest.mark.parametrize("mode", ["reference", "paper"])
 def test_rind_triggers_and_qfs_builds_the_query(mode: str) -> None:
-    model = _model(_draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930.")
+    model = dragin_script.model(
+        dragin_script.draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930."
+    )
     retriever = RecordingRetriever()
     config = DRAGINConfig(query_top_n=3, mode=mode)  # type: ignore[arg-type]
     result = create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
@@ -70,7 +41,11 @@ def test_rind_triggers_and_qfs_builds_the_query(mode: str) -> None:
         "reference": f"{QUESTION}  Blue Harbour was directed by Anna Berg. She was born in 1931.",
         "paper": f"{QUESTION} Blue Harbour was directed by Anna Berg. She was born in 1931.",
     }[mode]
-    assert model.attention_texts == ["".join(DRAFT_TOKENS), qfs_text, " So the answer is 1930."]
+    assert model.attention_texts == [
+        "".join(dragin_script.DRAFT_TOKENS),
+        qfs_text,
+        " So the answer is 1930.",
+    ]
     # truncation before the triggering sentence; regeneration with documents, first sentence
     assert model.prompts[1].endswith("Answer: Blue Harbour was directed by Anna Berg.")
     assert "Context:\n[1]" in model.prompts[1] and "Context:" not in model.prompts[2]
@@ -94,7 +69,7 @@ def test_rind_triggers_and_qfs_builds_the_query(mode: str) -> None:
 
 
 def test_low_entropy_draft_is_accepted_without_retrieval() -> None:
-    model = _model(" Anna Berg was born in 1931. So the answer is 1931.")
+    model = dragin_script.model(" Anna Berg was born in 1931. So the answer is 1931.")
     result = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
@@ -102,14 +77,16 @@ def test_low_entropy_draft_is_accepted_without_retrieval() -> None:
 
 
 def test_threshold_decides() -> None:
-    model = _model(_draft(entropy_1931=1.0), " So the answer is 1931.")
+    model = dragin_script.model(dragin_script.draft(entropy_1931=1.0), " So the answer is 1931.")
     # s(1931.) = 5 * (1/12) / sum * 1.0 = 0.816: below theta 1.0, above theta 0.8
     result = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
     assert result["retrievals"] == []
-    model = _model(
-        _draft(entropy_1931=1.0), " Anna Berg was born in 1930.", " So the answer is 1930."
+    model = dragin_script.model(
+        dragin_script.draft(entropy_1931=1.0),
+        " Anna Berg was born in 1930.",
+        " So the answer is 1930.",
     )
     result = create_dragin_graph(
         model, RecordingRetriever(), config=DRAGINConfig(theta=0.8), prompts=NO_SHOTS
@@ -118,7 +95,7 @@ def test_threshold_decides() -> None:
 
 
 def test_truncate_at_token_keeps_the_sentence_prefix() -> None:
-    model = _model(_draft(), " 1930.", " So the answer is 1930.")
+    model = dragin_script.model(dragin_script.draft(), " 1930.", " So the answer is 1930.")
     config = DRAGINConfig(truncate_at="token", query_top_n=3, mode="paper")
     create_dragin_graph(model, RecordingRetriever(), config=config, prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
@@ -130,8 +107,10 @@ def test_truncate_at_token_keeps_the_sentence_prefix() -> None:
 
 def test_inline_mode_uses_the_captured_rows() -> None:
     entropies = (0.1,) * 9 + (3.0, 0.1, 0.1)  # "born" is uncertain
-    draft = ScriptedResponse("".join(DRAFT_TOKENS), tokens=DRAFT_TOKENS, entropies=entropies)
-    model = _model(draft, " Anna Berg was born in 1930.", " So the answer is 1930.")
+    draft = ScriptedResponse(
+        "".join(dragin_script.DRAFT_TOKENS), tokens=dragin_script.DRAFT_TOKENS, entropies=entropies
+    )
+    model = dragin_script.model(draft, " Anna Berg was born in 1930.", " So the answer is 1930.")
     config = DRAGINConfig(attention_mode="inline", query_top_n=3)
     result = create_dragin_graph(
         model, RecordingRetriever(), config=config, prompts=NO_SHOTS
@@ -159,7 +138,7 @@ def test_config_is_checked() -> None:
 
 
 def test_a_decision_not_to_retrieve_reports_its_nearest_score() -> None:
-    model = _model(_draft(entropy_1931=1.0), " So the answer is 1931.")
+    model = dragin_script.model(dragin_script.draft(entropy_1931=1.0), " So the answer is 1931.")
     graph = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     updates = [u for u in graph.stream({"question": QUESTION}, stream_mode="updates")]
     (decision,) = [u["score_need"] for u in updates if "score_need" in u][:1]
@@ -170,7 +149,7 @@ def test_a_decision_not_to_retrieve_reports_its_nearest_score() -> None:
     assert record["threshold"] == 1.0 and record["trigger_position"] is None
     assert record["retrieve"] is False and record["step"] == 1
     draft = next(u["draft"] for u in updates if "draft" in u)
-    assert len(draft["draft_attention"]) == len(DRAFT_TOKENS)
+    assert len(draft["draft_attention"]) == len(dragin_script.DRAFT_TOKENS)
 
 
 # -- reference mode (the DRAGIN code) against the paper reading -----------------------------
@@ -213,7 +192,7 @@ HIT_DRAFT = (" Miguel", " Morayta", " died", " in", " 1999.")
 
 def _hit_model(entropies: tuple[float, ...], *rest: str) -> FakeTraceModel:
     draft = ScriptedResponse("".join(HIT_DRAFT), tokens=HIT_DRAFT, entropies=entropies)
-    return _model(draft, *rest)
+    return dragin_script.model(draft, *rest)
 
 
 def test_reference_qfs_by_hand_excludes_the_triggering_words_by_position() -> None:
@@ -304,7 +283,7 @@ def test_reference_loop_keeps_the_codes_prompt_spacing() -> None:
     # a first draft without a trigger or an answer (its generation ended early) is
     # appended as "".strip() + " " + draft: the text starts with a space, and the next
     # prompt joins case and text with another one
-    model = _model(" Anna Berg directed it.", " So the answer is 1931.")
+    model = dragin_script.model(" Anna Berg directed it.", " So the answer is 1931.")
     result = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
@@ -320,7 +299,7 @@ def test_both_modes_score_the_sentence_that_gives_the_answer() -> None:
     entropies = (0.1,) * 8 + (5.0,)  # only the answer sentence is uncertain
     draft = ScriptedResponse("".join(tokens), tokens=tokens, entropies=entropies)
     for mode in ("reference", "paper"):
-        model = _model(draft, " So the answer is 1930.", " So the answer is 1930.")
+        model = dragin_script.model(draft, " So the answer is 1930.", " So the answer is 1930.")
         config = DRAGINConfig(mode=mode)  # type: ignore[arg-type]
         result = create_dragin_graph(
             model, RecordingRetriever(), config=config, prompts=NO_SHOTS
@@ -334,7 +313,7 @@ def test_reference_loop_ends_on_the_text_token_count() -> None:
     # generate_max_length 12 (the draft's length): after the regenerated sentence the text
     # has 13 words (> 12), so the code's loop ends there, with no answer yet (finalize
     # forces one)
-    model = _model(_draft(), " Anna Berg was born in 1930.", " 1930.")
+    model = dragin_script.model(dragin_script.draft(), " Anna Berg was born in 1930.", " 1930.")
     config = DRAGINConfig(generate_max_length=12, query_top_n=3)
     result = create_dragin_graph(
         model, RecordingRetriever(), config=config, prompts=NO_SHOTS
@@ -352,7 +331,7 @@ def test_reference_reads_the_answer_before_the_next_made_up_question() -> None:
     line = " Anna Berg.\nQuestion: Who wrote it?\nAnswer: Carl Lind. So the answer is Carl Lind."
     quiet = ScriptedResponse(line, entropies=(0.0,) * len(ScriptedResponse(line).pieces()))
     for mode, answer in (("reference", "Anna Berg"), ("paper", "Anna Berg")):
-        model = _model(quiet, " Anna Berg.")
+        model = dragin_script.model(quiet, " Anna Berg.")
         config = DRAGINConfig(mode=mode)  # type: ignore[arg-type]
         result = create_dragin_graph(
             model, RecordingRetriever(), config=config, prompts=NO_SHOTS
@@ -380,7 +359,9 @@ CONTEXT_QUERIES = {
 def test_query_formulations_of_table_6_ask_from_the_context_before_the_trigger(
     mode: str, formulation: str
 ) -> None:
-    model = _model(_draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930.")
+    model = dragin_script.model(
+        dragin_script.draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930."
+    )
     retriever = RecordingRetriever()
     config = DRAGINConfig(query_top_n=3, mode=mode, query_formulation=formulation)  # type: ignore[arg-type]
     result = create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
@@ -393,7 +374,9 @@ def test_query_formulations_of_table_6_ask_from_the_context_before_the_trigger(
 
 
 def test_query_formulation_is_a_per_call_setting() -> None:
-    model = _model(_draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930.")
+    model = dragin_script.model(
+        dragin_script.draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930."
+    )
     retriever = RecordingRetriever()
     graph = create_dragin_graph(model, retriever, config=DRAGINConfig(), prompts=NO_SHOTS)
     graph.invoke({"question": QUESTION}, context={"query_formulation": "last_sentence"})

@@ -18,7 +18,7 @@ from langchain_adaptive_rag.graphs import create_no_retrieval_graph
 from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import Exemplar, build_prompt, extract_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.scripted import RecordingRetriever
+from tests.helpers.scripted import RecordingRetriever
 
 
 @pytest.mark.parametrize(

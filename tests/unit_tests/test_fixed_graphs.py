@@ -21,7 +21,7 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import create_bm25_retriever
 from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
+from tests.helpers.scripted import PASSAGES, QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 

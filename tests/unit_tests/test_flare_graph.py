@@ -8,37 +8,17 @@ import pytest
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.flare import FLAREConfig, create_flare_graph
-from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.scripted import QUESTION, RecordingRetriever
+from tests.helpers import flare_script
+from tests.helpers.scripted import NO_SHOTS, QUESTION, RecordingRetriever
 
-NO_SHOTS = QAPrompts(exemplars=())
 LOG = math.log
-
-
-def _draft() -> ScriptedResponse:
-    # sentence 1 is confident; in sentence 2 "1931" has p = 0.1 and "born" p = 0.35
-    tokens = (
-        " It",
-        " was",
-        " directed",
-        " by",
-        " Anna",
-        " Berg.",
-        " She",
-        " was",
-        " born",
-        " in",
-        " 1931.",
-    )
-    probs = (0.9, 0.9, 0.8, 0.9, 0.7, 0.9, 0.9, 0.9, 0.35, 0.9, 0.1)
-    return ScriptedResponse("".join(tokens), tokens=tokens, logprobs=tuple(LOG(p) for p in probs))
 
 
 def test_flare_fires_on_the_first_uncertain_sentence() -> None:
     model = FakeTraceModel(
         [
-            _draft(),
+            flare_script.draft(),
             " Anna Berg was born in 1930. More text.",  # regenerated sentence, with docs
             " So the answer is 1930.",  # confident draft: accepted, done
         ]
@@ -63,12 +43,14 @@ def test_flare_fires_on_the_first_uncertain_sentence() -> None:
 def test_flare_mean_rule_of_the_dragin_code() -> None:
     # mean(1 - p) of sentence 2 = (0.1+0.1+0.65+0.1+0.9)/5 = 0.37: fires at theta 0.3 only
     config = FLAREConfig(trigger="mean", theta=0.3, mode="paper")
-    model = FakeTraceModel([_draft(), " Anna Berg was born in 1930.", " So the answer is 1930."])
+    model = FakeTraceModel(
+        [flare_script.draft(), " Anna Berg was born in 1930.", " So the answer is 1930."]
+    )
     result = create_flare_graph(
         model, RecordingRetriever(), config=config, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
     assert result["retrievals"][0]["score"] == pytest.approx(0.37)
-    quiet = FakeTraceModel([_draft(), " So the answer is 1931."])
+    quiet = FakeTraceModel([flare_script.draft(), " So the answer is 1931."])
     config = FLAREConfig(trigger="mean", theta=0.4, mode="paper")
     result = create_flare_graph(
         quiet, RecordingRetriever(), config=config, prompts=NO_SHOTS
@@ -233,7 +215,9 @@ def test_timing_only_asks_from_the_context_before_the_uncertain_sentence(
     formulation: str, query: str
 ) -> None:
     # the DRAGIN paper's Table 4: FLARE's trigger, a query shared by every method
-    model = FakeTraceModel([_draft(), " Anna Berg was born in 1930.", " So the answer is 1930."])
+    model = FakeTraceModel(
+        [flare_script.draft(), " Anna Berg was born in 1930.", " So the answer is 1930."]
+    )
     retriever = RecordingRetriever()
     config = FLAREConfig(query_formulation=formulation)  # type: ignore[arg-type]
     result = create_flare_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(

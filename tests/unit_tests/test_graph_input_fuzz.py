@@ -17,7 +17,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import config_class, create_adaptive_rag_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.scripted import RecordingRetriever
+from tests.helpers.scripted import RecordingRetriever
 
 FUZZ = settings(
     max_examples=120,

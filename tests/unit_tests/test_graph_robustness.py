@@ -39,8 +39,8 @@ from langchain_adaptive_rag.retrieving import (
 )
 from langchain_adaptive_rag.state import RetrievalDecision
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
-from tests.unit_tests.test_dragin_graph import _draft, _model
+from tests.helpers import dragin_script
+from tests.helpers.scripted import PASSAGES, QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 FAST = RetryPolicy(initial_interval=0.0, jitter=False)
@@ -338,7 +338,9 @@ def test_an_infinite_count_is_refused_and_an_infinite_threshold_kept() -> None:
 
 
 def test_every_decision_streams_as_one_typed_record() -> None:
-    model = _model(_draft(), " Anna Berg was born in 1930.", " So the answer is 1930.")
+    model = dragin_script.model(
+        dragin_script.draft(), " Anna Berg was born in 1930.", " So the answer is 1930."
+    )
     graph = create_dragin_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     events = list(graph.stream({"question": QUESTION}, stream_mode="custom"))
     decisions = [e for e in events if e["event"] == "decision"]

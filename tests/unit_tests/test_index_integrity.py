@@ -26,7 +26,7 @@ from langchain_adaptive_rag.retrievers import (
     verify_bm25_index,
 )
 from langchain_adaptive_rag.retrievers.integrity import index_files
-from tests.unit_tests.test_bm25_index import VOCAB, random_docs
+from tests.helpers.bm25_docs import VOCAB, random_docs
 
 PROBES = [" ".join(VOCAB[i : i + 3]) for i in range(0, 300, 7)] + ["T3", "w1 T5 w2"]
 

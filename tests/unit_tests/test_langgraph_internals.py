@@ -27,8 +27,8 @@ from langchain_adaptive_rag.graphs.fixed import create_fix_length_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import is_transient_retriever_error, retry_rule
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.outputs import comparable
-from tests.scripted import QUESTION, RecordingRetriever
+from tests.helpers.outputs import comparable
+from tests.helpers.scripted import QUESTION, RecordingRetriever
 
 SCRIPT = [" Lindbergh flew in 1927.", " So the answer is 1927."]
 

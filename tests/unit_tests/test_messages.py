@@ -11,7 +11,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.fixed import create_no_retrieval_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.scripted import RecordingRetriever
+from tests.helpers.scripted import RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=())
 FIRST, SECOND, THIRD = "Who directed Blue Harbour?", "When was she born?", "Where?"

@@ -20,7 +20,8 @@ from langchain_adaptive_rag.graphs.fixed import (
 )
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.unit_tests.test_citations import ANSWER, QUESTION, CatalogueRetriever
+from tests.helpers.catalogue import ANSWER, CatalogueRetriever
+from tests.helpers.scripted import QUESTION
 
 
 def _graph(replies: int = 2) -> Any:

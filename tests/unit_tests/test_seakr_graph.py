@@ -18,26 +18,10 @@ from langchain_adaptive_rag.graphs.seakr import (
     self_check_uncertainty,
 )
 from langchain_adaptive_rag.options import GenerationTrace
-from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.signals import gram_uncertainty
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
-
-NO_SHOTS = QAPrompts(exemplars=())
-SAME = ((1.0, 0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))  # consistent samples
-APART = ((1.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 0.0))  # inconsistent samples
-U_SAME = gram_uncertainty(np.array(SAME))
-U_APART = gram_uncertainty(np.array(APART))
-CONFIG = SeaKRConfig(num_samples=2, delta=-2.0, hidden_layer=1)
-
-
-def _step(greedy: str, hidden: tuple[tuple[float, ...], ...]) -> list[ScriptedResponse]:
-    """A greedy step and two samples whose hidden states are ``hidden``."""
-    return [
-        ScriptedResponse(greedy),
-        ScriptedResponse(" sample one.", hidden=hidden[0]),
-        ScriptedResponse(" sample two.", hidden=hidden[1]),
-    ]
+from tests.helpers.scripted import NO_SHOTS, PASSAGES, QUESTION, RecordingRetriever
+from tests.helpers.seakr_script import APART, CONFIG, RATIONALE, SAME, U_APART, U_SAME, step
 
 
 def test_uncertainties_by_hand() -> None:
@@ -50,13 +34,13 @@ def test_uncertainties_by_hand() -> None:
 def test_seakr_full_run() -> None:
     rationale = " The film was directed by Anna Berg. So the answer is 1931."
     script = [
-        *_step(" Blue Harbour was directed by Anna Berg. She", APART),  # uncertain: retrieve
-        *_step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
-        *_step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1: lowest U
-        *_step(" It is a film. X", APART),  # rerank, doc p2
-        *_step(" So the answer is 1931.", SAME),  # next step: certain, answered
-        *_step(rationale, SAME),  # finalize: reading the rationale
-        *_step(" The film is by Anna Berg. So the answer is 1930.", APART),  # documents
+        *step(" Blue Harbour was directed by Anna Berg. She", APART),  # uncertain: retrieve
+        *step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
+        *step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1: lowest U
+        *step(" It is a film. X", APART),  # rerank, doc p2
+        *step(" So the answer is 1931.", SAME),  # next step: certain, answered
+        *step(rationale, SAME),  # finalize: reading the rationale
+        *step(" The film is by Anna Berg. So the answer is 1930.", APART),  # documents
     ]
     model = FakeTraceModel(script)
     retriever = RecordingRetriever()
@@ -99,19 +83,18 @@ def test_seakr_full_run() -> None:
 
 
 SMALL = ((0.1, 0.0, 0.0, 0.0), (0.1, 0.0, 0.0, 0.0))  # consistent, and lower U than SAME
-RATIONALE = " The film was directed by Anna Berg. So the answer is 1931."
 
 
 def _retrieving_script(documents: list[ScriptedResponse]) -> list[ScriptedResponse]:
     """One retrieval (document p1 kept), an answered step, the rationale's reading
     (answer 1931, consistent samples), then ``documents``: the kept documents' reading."""
     return [
-        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
-        *_step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
-        *_step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1
-        *_step(" It is a film. X", APART),  # rerank, doc p2
-        *_step(" So the answer is 1931.", SAME),
-        *_step(RATIONALE, SAME),
+        *step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *step(" The film is by Carl Lind. X", APART),  # rerank, doc p0
+        *step(" The film was directed by Anna Berg. X", SAME),  # rerank, doc p1
+        *step(" It is a film. X", APART),  # rerank, doc p2
+        *step(" So the answer is 1931.", SAME),
+        *step(RATIONALE, SAME),
         *documents,
     ]
 
@@ -119,7 +102,7 @@ def _retrieving_script(documents: list[ScriptedResponse]) -> list[ScriptedRespon
 def test_documents_answer_wins_when_more_certain() -> None:
     assert gram_uncertainty(np.array(SMALL)) < U_SAME
     reading = " Anna Berg was born in 1930. So the answer is 1930."
-    model = FakeTraceModel(_retrieving_script(_step(reading, SMALL)))
+    model = FakeTraceModel(_retrieving_script(step(reading, SMALL)))
     result = create_seakr_graph(
         model, RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
     ).invoke({"question": QUESTION})
@@ -129,8 +112,8 @@ def test_documents_answer_wins_when_more_certain() -> None:
 
 def test_a_reading_without_an_answer_is_forced() -> None:
     documents = [
-        *_step(" Anna Berg was born in 1930.", SMALL),  # no answer: forced once more
-        *_step(" unknown", SMALL),  # the forced answer is unknown: it loses
+        *step(" Anna Berg was born in 1930.", SMALL),  # no answer: forced once more
+        *step(" unknown", SMALL),  # the forced answer is unknown: it loses
     ]
     model = FakeTraceModel(_retrieving_script(documents))
     result = create_seakr_graph(
@@ -145,8 +128,8 @@ def test_a_reading_without_an_answer_is_forced() -> None:
 
 def test_an_uncertain_answer_step_ends_without_retrieval() -> None:
     script = [
-        *_step(" So the answer is 1931.", APART),  # uncertain, but it answers
-        *_step(" So the answer is unknown.", SAME),  # reading the (empty) rationale
+        *step(" So the answer is 1931.", APART),  # uncertain, but it answers
+        *step(" So the answer is unknown.", SAME),  # reading the (empty) rationale
     ]
     retriever = RecordingRetriever()
     model = FakeTraceModel(script)
@@ -161,10 +144,10 @@ def test_an_uncertain_answer_step_ends_without_retrieval() -> None:
 
 def test_query_leaves_out_the_answer_phrase() -> None:
     script = [
-        *_step(" The answer was Anna Berg. X", APART),  # uncertain: retrieve
-        *[r for _ in range(3) for r in _step(" So the answer is 1931.", SAME)],
-        *_step(RATIONALE, SAME),
-        *_step(" So the answer is 1931.", SAME),
+        *step(" The answer was Anna Berg. X", APART),  # uncertain: retrieve
+        *[r for _ in range(3) for r in step(" So the answer is 1931.", SAME)],
+        *step(RATIONALE, SAME),
+        *step(" So the answer is 1931.", SAME),
     ]
     retriever = RecordingRetriever()
     result = create_seakr_graph(
@@ -179,10 +162,10 @@ def test_reference_query_is_cut_as_seakrs_retriever_cuts_it(mode: str, query: st
     # SeaKR's retriever call keeps the query's last max_query_length tokens (a model
     # without a tokenizer: whitespace-separated words); the paper reading sends it whole
     script = [
-        *_step(" The answer was Anna Berg. X", APART),
-        *[r for _ in range(3) for r in _step(" So the answer is 1931.", SAME)],
-        *_step(RATIONALE, SAME),
-        *_step(" So the answer is 1931.", SAME),
+        *step(" The answer was Anna Berg. X", APART),
+        *[r for _ in range(3) for r in step(" So the answer is 1931.", SAME)],
+        *step(RATIONALE, SAME),
+        *step(" So the answer is 1931.", SAME),
     ]
     retriever = RecordingRetriever()
     config = SeaKRConfig(
@@ -200,13 +183,13 @@ def test_reference_query_is_cut_as_seakrs_retriever_cuts_it(mode: str, query: st
 
 def test_an_empty_candidate_step_ranks_last() -> None:
     script = [
-        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
-        *_step("", SMALL),  # doc p0: no step at all, however certain its samples
-        *_step(" It is a film. X", APART),  # doc p1: kept
-        *_step(" It was made. X", APART),  # doc p2: same U, later rank
-        *_step(" So the answer is 1931.", SAME),
-        *_step(RATIONALE, SAME),
-        *_step(" So the answer is 1931.", APART),
+        *step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *step("", SMALL),  # doc p0: no step at all, however certain its samples
+        *step(" It is a film. X", APART),  # doc p1: kept
+        *step(" It was made. X", APART),  # doc p2: same U, later rank
+        *step(" So the answer is 1931.", SAME),
+        *step(RATIONALE, SAME),
+        *step(" So the answer is 1931.", APART),
     ]
     result = create_seakr_graph(
         FakeTraceModel(script), RecordingRetriever(), config=CONFIG, prompts=NO_SHOTS
@@ -244,13 +227,13 @@ U_SAME_LONG = gram_uncertainty(np.array(SAME_LONG))
 def test_rerank_margin_keeps_the_retriever_order_among_near_ties(margin: float, kept: int) -> None:
     assert pytest.approx((math.log(6.001) - math.log(1.501)) / 2) == U_SAME_LONG - U_SAME
     script = [
-        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
-        *_step(" The film was directed by Anna Berg. X", SAME_LONG),  # p0
-        *_step(" The film was directed by Carl Lind. X", SAME),  # p1: lowest U
-        *_step(" It is a film. X", APART),  # p2
-        *_step(" So the answer is 1931.", SAME),
-        *_step(RATIONALE, SAME),
-        *_step(" So the answer is 1931.", APART),
+        *step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *step(" The film was directed by Anna Berg. X", SAME_LONG),  # p0
+        *step(" The film was directed by Carl Lind. X", SAME),  # p1: lowest U
+        *step(" It is a film. X", APART),  # p2
+        *step(" So the answer is 1931.", SAME),
+        *step(RATIONALE, SAME),
+        *step(" So the answer is 1931.", APART),
     ]
     config = SeaKRConfig(num_samples=2, delta=-2.0, hidden_layer=1, rerank_margin=margin)
     model = FakeTraceModel(script)
@@ -320,9 +303,9 @@ def test_prompt_estimator_asks_the_model(reply: str, p: float, retrieves: bool) 
     config = SeaKRConfig(num_samples=2, delta=0.5, hidden_layer=0, estimator="prompt")
     check = ScriptedResponse(reply, logprobs=(math.log(p),))
     confident = ScriptedResponse(" Yes", logprobs=(0.0,))
-    answered = [*_step(" So the answer is 1931.", SAME), confident]
+    answered = [*step(" So the answer is 1931.", SAME), confident]
     script = [
-        *_step(" Anna Berg directed it. X", SAME),
+        *step(" Anna Berg directed it. X", SAME),
         check,
         # with retrieval: three re-ranking candidates (the kept one answers), then the
         # rationale's and the documents' readings; else the answer step, then the
@@ -359,11 +342,11 @@ def _final(
 ):
     """One retrieval (document p1 kept), an answered step, then the two final readings."""
     script = [
-        *_step(" Blue Harbour was directed by Anna Berg. She", APART),
-        *_step(" The film is by Carl Lind. X", APART),
-        *_step(" The film was directed by Anna Berg. X", SAME),
-        *_step(" It is a film. X", APART),
-        *_step(" So the answer is 1931.", SAME),
+        *step(" Blue Harbour was directed by Anna Berg. She", APART),
+        *step(" The film is by Carl Lind. X", APART),
+        *step(" The film was directed by Anna Berg. X", SAME),
+        *step(" It is a film. X", APART),
+        *step(" So the answer is 1931.", SAME),
         *rationale,
         *documents,
     ]
@@ -374,8 +357,8 @@ def _final(
 
 
 def test_reference_ties_go_to_the_documents_answer() -> None:
-    rationale = _step(RATIONALE, SAME)
-    documents = _step(" Anna Berg was born in 1930. So the answer is 1930.", SAME)
+    rationale = step(RATIONALE, SAME)
+    documents = step(" Anna Berg was born in 1930. So the answer is 1930.", SAME)
     assert _final(CONFIG, rationale, documents) == "1930"  # equal U: the documents' answer
     assert _final(PAPER, rationale, documents) == "1931"  # equal U: the rationale's
 
@@ -384,18 +367,18 @@ def test_reference_rationale_uncertainty_is_its_unforced_calls() -> None:
     u_middle = gram_uncertainty(np.array(MIDDLE))
     assert gram_uncertainty(np.array(SMALL)) < u_middle < U_APART
     rationale = [
-        *_step(" The film was directed by Anna Berg.", APART),  # no answer: U_APART
-        *_step(" 1931", SMALL),  # forced: the lowest U
+        *step(" The film was directed by Anna Berg.", APART),  # no answer: U_APART
+        *step(" 1931", SMALL),  # forced: the lowest U
     ]
-    documents = _step(" Anna Berg was born in 1930. So the answer is 1930.", MIDDLE)
+    documents = step(" Anna Berg was born in 1930. So the answer is 1930.", MIDDLE)
     # reference: the rationale is weighed by U_APART and loses; paper: by U_SMALL and wins
     assert _final(CONFIG, rationale, documents) == "1930"
     assert _final(PAPER, rationale, documents) == "1931"
 
 
 def test_reference_unknown_is_a_substring_in_any_case() -> None:
-    rationale = _step(" Nothing is said. So the answer is Unknown person.", SMALL)
-    documents = _step(" Anna Berg was born in 1930. So the answer is 1930.", SAME)
+    rationale = step(" Nothing is said. So the answer is Unknown person.", SMALL)
+    documents = step(" Anna Berg was born in 1930. So the answer is 1930.", SAME)
     assert _final(CONFIG, rationale, documents) == "1930"  # "Unknown person" is unknown
     assert _final(PAPER, rationale, documents) == "Unknown person"  # lower U, not unknown
 

@@ -31,9 +31,9 @@ from langchain_adaptive_rag.served import (
 )
 from langchain_adaptive_rag.signals import top_k_entropy
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
-from tests.outputs import comparable
-from tests.scripted import QUESTION, RecordingRetriever
-from tests.served_chat import ServerLikeChatModel
+from tests.helpers.outputs import comparable
+from tests.helpers.scripted import QUESTION, RecordingRetriever
+from tests.helpers.served_chat import ServerLikeChatModel
 
 NO_SHOTS = QAPrompts(exemplars=())
 ANSWER = " Blue Harbour was directed by Anna Berg. So the answer is 1931.\nQuestion: next?"

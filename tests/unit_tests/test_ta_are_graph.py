@@ -14,7 +14,7 @@ from langchain_adaptive_rag.graphs.ta_are import (
     parse_decision,
 )
 from langchain_adaptive_rag.testing import FakeTraceModel
-from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
+from tests.helpers.scripted import PASSAGES, QUESTION, RecordingRetriever
 
 
 @pytest.mark.parametrize(

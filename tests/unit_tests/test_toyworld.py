@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.options import DecodingOptions
 from langchain_adaptive_rag.prompts import build_prompt, extract_answer
 from langchain_adaptive_rag.toyworld import (
     PRACTICE_POOLS,
@@ -28,7 +29,6 @@ from langchain_adaptive_rag.toyworld import (
     training_questions,
 )
 from langchain_adaptive_rag.toyworld.corpus import birth_sentence, director_sentence
-from tests.trace_options import trace_options
 from toyworld_training.data import ExampleMix, knowledge_text, qa_example
 
 
@@ -221,7 +221,7 @@ def test_shipped_model_answers_a_known_question() -> None:
         extract_answer(
             model.generate_trace(
                 build_prompt(TOY_PROMPTS, q.question),
-                **trace_options(model, max_new_tokens=48, stop=("\n",)),
+                decoding=DecodingOptions(max_new_tokens=48, stop=("\n",)),
             )[0].text
         )
         for q in known[:5]

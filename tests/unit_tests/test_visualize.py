@@ -29,10 +29,8 @@ from langchain_adaptive_rag.visualize import (
     tokens_figure,
     tokens_html,
 )
-from tests.scripted import PASSAGES, QUESTION, RecordingRetriever
-from tests.unit_tests import test_dragin_graph as dragin_script
-from tests.unit_tests import test_flare_graph as flare_script
-from tests.unit_tests import test_seakr_graph as seakr_script
+from tests.helpers import dragin_script, flare_script, seakr_script
+from tests.helpers.scripted import NO_SHOTS, PASSAGES, QUESTION, RecordingRetriever
 
 NODES = (
     "draft",
@@ -47,32 +45,30 @@ DRAGIN_CONFIG = DRAGINConfig(query_top_n=3)
 
 
 def _dragin_model() -> FakeTraceModel:
-    return dragin_script._model(
-        dragin_script._draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930."
+    return dragin_script.model(
+        dragin_script.draft(), " Anna Berg was born in 1930. Extra.", " So the answer is 1930."
     )
 
 
 @pytest.fixture(scope="module")
 def dragin_record() -> RunRecord:
     model = _dragin_model()
-    graph = create_dragin_graph(
-        model, RecordingRetriever(), config=DRAGIN_CONFIG, prompts=dragin_script.NO_SHOTS
-    )
+    graph = create_dragin_graph(model, RecordingRetriever(), config=DRAGIN_CONFIG, prompts=NO_SHOTS)
     return record_run(graph, QUESTION, attention_model=model)
 
 
 @pytest.fixture(scope="module")
 def flare_record() -> RunRecord:
     model = FakeTraceModel(
-        [flare_script._draft(), " Anna Berg was born in 1930. More.", " So the answer is 1930."]
+        [flare_script.draft(), " Anna Berg was born in 1930. More.", " So the answer is 1930."]
     )
-    graph = create_flare_graph(model, RecordingRetriever(), prompts=flare_script.NO_SHOTS)
+    graph = create_flare_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     return record_run(graph, QUESTION)
 
 
 @pytest.fixture(scope="module")
 def seakr_record() -> RunRecord:
-    step, apart, same = seakr_script._step, seakr_script.APART, seakr_script.SAME
+    step, apart, same = seakr_script.step, seakr_script.APART, seakr_script.SAME
     script = [
         *step(" Blue Harbour was directed by Anna Berg. She", apart),
         *step(" The film is by Carl Lind. X", apart),
@@ -86,7 +82,7 @@ def seakr_record() -> RunRecord:
         FakeTraceModel(script),
         RecordingRetriever(),
         config=seakr_script.CONFIG,
-        prompts=seakr_script.NO_SHOTS,
+        prompts=NO_SHOTS,
     )
     return record_run(graph, QUESTION)
 
@@ -176,7 +172,7 @@ def test_seakr_record_matches_the_script(seakr_record: RunRecord) -> None:
 
 def test_fixed_schedule_record_has_no_scores() -> None:
     model = FakeTraceModel([" Anna Berg was born in 1931. More.", " So the answer is 1931."])
-    graph = create_fix_sentence_graph(model, RecordingRetriever(), prompts=dragin_script.NO_SHOTS)
+    graph = create_fix_sentence_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     record = record_run(graph, QUESTION)
     assert [r.retrieval.query for r in record.rounds if r.retrieval] == [
         QUESTION,

@@ -43,14 +43,14 @@ SCRIPT = textwrap.dedent(
         tokens_figure,
         tokens_html,
     )
-    from tests.unit_tests import test_flare_graph as flare_script
-    from tests.scripted import QUESTION, RecordingRetriever
+    from tests.helpers import flare_script
+    from tests.helpers.scripted import NO_SHOTS, QUESTION, RecordingRetriever
 
     out = {}
     model = FakeTraceModel(
-        [flare_script._draft(), " Anna Berg was born in 1930. More.", " So the answer is 1930."]
+        [flare_script.draft(), " Anna Berg was born in 1930. More.", " So the answer is 1930."]
     )
-    graph = create_flare_graph(model, RecordingRetriever(), prompts=flare_script.NO_SHOTS)
+    graph = create_flare_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
     record = record_run(graph, QUESTION)
     out["answer"] = record.answer
     out["html"] = tokens_html(record, "probability")

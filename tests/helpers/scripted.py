@@ -1,4 +1,4 @@
-"""Test helper: the question, passages and recording retriever the graph tests script."""
+"""Test helper: the question, passages, retriever and prompts the graph tests script."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-__all__ = ["PASSAGES", "QUESTION", "RecordingRetriever"]
+from langchain_adaptive_rag.prompts import QAPrompts
+
+__all__ = ["NO_SHOTS", "PASSAGES", "QUESTION", "RecordingRetriever"]
 
 QUESTION = "When was the director of film Blue Harbour born?"
 """The scripted graphs' question."""
@@ -17,6 +19,8 @@ PASSAGES = [
     "Carl Lind was born in Oslo in 1902.",
 ]
 """What [`RecordingRetriever`] returns, as documents ``p0``, ``p1``, ``p2``."""
+NO_SHOTS = QAPrompts(exemplars=())
+"""The prompts without exemplars, so that each model call's prompt is short and known."""
 
 
 class RecordingRetriever(BaseRetriever):

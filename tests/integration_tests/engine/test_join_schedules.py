@@ -38,7 +38,7 @@ from langchain_adaptive_rag.options import (
     HiddenPosition,
     capture_covers,
 )
-from tests.integration_tests.test_engine import assert_same
+from tests.helpers.engine_calls import assert_same
 
 SEEDS = int(os.environ.get("ADAPTIVE_RAG_SCHEDULE_SEEDS", "8"))
 """Schedules drawn per architecture (each about 0.2 s); set it for a wider sweep."""

@@ -16,17 +16,12 @@ import pytest
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.engine.capabilities import sharing_modules
 from langchain_adaptive_rag.engine.kv_cache import RoomyLayer
-from tests.compare import assert_same_traces
-from tests.together import decoded_together
-from tests.trace_options import trace_options
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
+from tests.helpers.compare import assert_same_traces
+from tests.helpers.family_prompts import PROMPTS
+from tests.helpers.together import decoded_together
 
 ATOL = 1e-5
-PROMPTS = [
-    "Question: Anna Berg was born in 1931 in Oslo and she directed the film Blue Harbour "
-    "in 1962. Who directed it?\nAnswer:",
-    "Question: Who wrote it?\nAnswer:",
-    "Question: Where was the harbour film made, and by whom?\nAnswer:",
-]
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +39,23 @@ def test_latent_attention_decodes_as_the_eager_model_does(
     assert sharing_modules(sdpa.hf_model) is None and sharing_modules(eager.hf_model) is None
     llama = ChatTransformers(model=str(llama_dir))
     assert sharing_modules(llama.hf_model) is not None  # an ordinary model still shares
-    options = {"max_new_tokens": 10, "min_new_tokens": 10, "hidden": True}
-    options |= {"attention": True, "attention_head_max": True}
-    want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in PROMPTS]
+    ten = DecodingOptions(max_new_tokens=10, min_new_tokens=10)
+    signals = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
+    want = [eager.generate_trace(p, decoding=ten, capture=signals)[0] for p in PROMPTS]
     got = decoded_together(  # left-padded
         sdpa,
-        [lambda p=p: sdpa.generate_trace(p, **trace_options(sdpa, **options))[0] for p in PROMPTS],
+        [lambda p=p: sdpa.generate_trace(p, decoding=ten, capture=signals)[0] for p in PROMPTS],
     )
     assert sdpa.engine is not None and sdpa.engine.batch_sizes[3] == 1
-    again = [sdpa.generate_trace(p, **trace_options(sdpa, **options))[0] for p in PROMPTS]
+    again = [sdpa.generate_trace(p, decoding=ten, capture=signals)[0] for p in PROMPTS]
     assert sdpa.prefix_cache is not None and sdpa.prefix_cache.stats.hits >= 1  # stored states
     assert_same_traces(
         got + again, want + want, ATOL, captured=("attention", "attention_head_max", "hidden")
     )
-    sampling = {"do_sample": True, "seed": 4, "max_new_tokens": 6, "hidden": True}
-    samples = sdpa.generate_trace(PROMPTS[0], n=3, **trace_options(sdpa, **sampling))
-    reference = eager.generate_trace(PROMPTS[0], n=3, **trace_options(eager, **sampling))
+    sampling = DecodingOptions(do_sample=True, seed=4, max_new_tokens=6)
+    hidden = CaptureOptions(hidden=True)
+    samples = sdpa.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)
+    reference = eager.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)
     assert_same_traces(samples, reference, ATOL, captured=("hidden",))
     full = sdpa.forward_attention(PROMPTS[0])
     np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPTS[0]).weights, atol=ATOL)
@@ -80,7 +76,7 @@ def test_the_loop_holds_the_latent_states_in_its_own_cache(latent_dir: Path) -> 
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(RoomyLayer, "_append", recording)
-        sdpa.generate_trace(PROMPTS[1], **trace_options(sdpa, max_new_tokens=3))
+        sdpa.generate_trace(PROMPTS[1], decoding=DecodingOptions(max_new_tokens=3))
     assert seen
     assert {(k[1], k[3], v[1], v[3]) for k, v in seen} == {
         (1, config.kv_lora_rank, 1, config.qk_rope_head_dim)
@@ -92,8 +88,9 @@ def test_a_model_the_probe_cannot_run_keeps_a_copy_per_sample(
 ) -> None:
     """The probe fails closed: no shared prompts, the same samples."""
     chat = ChatTransformers(model=str(tiny_model_dirs["qwen2"]))
-    sampling = {"do_sample": True, "seed": 8, "max_new_tokens": 5, "hidden": True}
-    want = chat.generate_trace(PROMPTS[0], n=3, **trace_options(chat, **sampling))
+    sampling = DecodingOptions(do_sample=True, seed=8, max_new_tokens=5)
+    hidden = CaptureOptions(hidden=True)
+    want = chat.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)
     fresh = ChatTransformers(model=str(tiny_model_dirs["qwen2"]))
     model = fresh.hf_model
     forward = type(model).forward
@@ -104,7 +101,7 @@ def test_a_model_the_probe_cannot_run_keeps_a_copy_per_sample(
 
     monkeypatch.setattr(type(model), "forward", failing_once)
     assert sharing_modules(model) is None
-    got = fresh.generate_trace(PROMPTS[0], n=3, **trace_options(fresh, **sampling))
+    got = fresh.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)
     for ours, theirs in zip(got, want, strict=True):
         assert ours.token_ids.tolist() == theirs.token_ids.tolist()
         np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)

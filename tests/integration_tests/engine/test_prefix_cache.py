@@ -14,8 +14,7 @@ from langchain_adaptive_rag.engine.request import DecodeRequest
 from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
 from langchain_adaptive_rag.evaluation import load_chat_model
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
-from tests.integration_tests.test_engine import assert_same, run_together
-from tests.trace_options import trace_options
+from tests.helpers.engine_calls import assert_same, run_together
 
 EXEMPLARS = (
     "Question: When was Anna Berg born?\nAnswer: Anna Berg was born in 1931. So the answer "
@@ -134,12 +133,11 @@ def test_concurrent_calls_reuse_prefixes_and_get_what_a_call_alone_gets(
     llama_dir: Path,
 ) -> None:
     plain = ChatTransformers(model=str(llama_dir), prefix_cache_mib=0)
-    wanted = [plain.generate_trace(p, **trace_options(plain, max_new_tokens=6)) for p in PROMPTS]
+    six = DecodingOptions(max_new_tokens=6)
+    wanted = [plain.generate_trace(p, decoding=six) for p in PROMPTS]
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    chat.generate_trace(EXEMPLARS, **trace_options(chat, max_new_tokens=1))
-    calls = [
-        lambda p=p: chat.generate_trace(p, **trace_options(chat, max_new_tokens=6)) for p in PROMPTS
-    ]
+    chat.generate_trace(EXEMPLARS, decoding=DecodingOptions(max_new_tokens=1))
+    calls = [lambda p=p: chat.generate_trace(p, decoding=six) for p in PROMPTS]
     got = run_together(chat, calls)
     for a, b in zip(got, wanted, strict=True):
         assert_same(a, b)

@@ -14,7 +14,7 @@ from langchain_adaptive_rag.engine.step_logits import StepLogits, entropy_of
 from langchain_adaptive_rag.engine.token_text import clip_pieces, longest_stop_prefix
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.options import DecodingOptions
-from tests.host_reads import count_host_reads
+from tests.helpers.host_reads import count_host_reads
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from langchain_adaptive_rag.engine.capabilities import sharing_modules
 from langchain_adaptive_rag.engine.request import DecodeRequest
 from langchain_adaptive_rag.engine.runner import decode_together
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
-from tests.integration_tests.test_engine import PROMPTS, assert_same
+from tests.helpers.engine_calls import PROMPTS, assert_same
 
 SAMPLING = DecodingOptions(max_new_tokens=10, do_sample=True, top_k=20, top_p=0.9, seed=3)
 REQUESTS: list[dict[str, Any]] = [  # (prompt, samples, greedy first, options)

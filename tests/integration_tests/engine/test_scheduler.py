@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -44,56 +44,38 @@ from langchain_adaptive_rag.options import (
     capture_union,
 )
 from langchain_adaptive_rag.prompts import QAPrompts
-from tests.host_reads import count_tensors_from_lists
-from tests.integration_tests.test_cancellation import Passes, counted
-from tests.outputs import comparable
-from tests.trace_options import trace_options
+from tests.helpers.engine_calls import PROMPTS, assert_same, run_together
+from tests.helpers.host_reads import count_tensors_from_lists
+from tests.helpers.outputs import comparable
+from tests.helpers.passes import Passes, counted
 
-ATOL = 1e-4
 T = TypeVar("T")
-PROMPTS = [
-    "Anna Berg was born in",
-    "Question: who directed the film Blue Harbour in 1962 and where?\nAnswer:",
-    "Carl",
-    "The river Seine flows through Paris, the capital of France, and then",
-    "Maria Holm",
-    "Question: In which city was Carl Lind born?\nAnswer:",
-]
 CALLS: list[dict[str, Any]] = [
-    {"max_new_tokens": 12, "min_new_tokens": 4, "attention": True, "hidden": True},
-    {"max_new_tokens": 9, "stop": ["\n", " the"], "attention": True},
-    {"max_new_tokens": 6, "n": 3, "do_sample": True, "seed": 11, "hidden": True},
-    {"max_new_tokens": 15, "min_new_tokens": 15, "top_logprobs": 2},
-    {"max_new_tokens": 8, "include_greedy": True, "n": 2, "do_sample": True, "seed": 3},
-    {"max_new_tokens": 10, "hidden": True, "hidden_at": "eos", "attention": True},
+    {
+        "decoding": DecodingOptions(max_new_tokens=12, min_new_tokens=4),
+        "capture": CaptureOptions(attention=True, hidden=True),
+    },
+    {
+        "decoding": DecodingOptions(max_new_tokens=9, stop=("\n", " the")),
+        "capture": CaptureOptions(attention=True),
+    },
+    {
+        "decoding": DecodingOptions(max_new_tokens=6, do_sample=True, seed=11),
+        "capture": CaptureOptions(hidden=True),
+        "n": 3,
+    },
+    {"decoding": DecodingOptions(max_new_tokens=15, min_new_tokens=15, top_logprobs=2)},
+    {
+        "decoding": DecodingOptions(max_new_tokens=8, do_sample=True, seed=3),
+        "n": 2,
+        "include_greedy": True,
+    },
+    {
+        "decoding": DecodingOptions(max_new_tokens=10),
+        "capture": CaptureOptions(hidden=True, hidden_at="eos", attention=True),
+    },
 ]
-
-
-def assert_same(got: list[GenerationTrace], want: list[GenerationTrace], label: str = "") -> None:
-    """The traces' tokens and text are equal; their signals agree to ATOL."""
-    assert len(got) == len(want), label
-    for a, b in zip(got, want, strict=True):
-        assert a.token_ids.tolist() == b.token_ids.tolist(), label
-        assert (a.text, a.finish_reason) == (b.text, b.finish_reason), label
-        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL, err_msg=label)
-        np.testing.assert_allclose(a.entropies, b.entropies, atol=ATOL, err_msg=label)
-        for name in ("attention", "attention_head_max", "hidden", "top_logprobs"):
-            x, y = getattr(a, name), getattr(b, name)
-            assert (x is None) == (y is None), f"{label}: {name}"
-            if x is not None:
-                np.testing.assert_allclose(x, y, atol=ATOL, err_msg=f"{label}: {name}")
-
-
-def run_together(chat: ChatTransformers, calls: list[Callable[[], Any]]) -> list[Any]:
-    """Start every call at once from its own thread."""
-    barrier = threading.Barrier(len(calls))
-
-    def start(call: Callable[[], Any]) -> Any:
-        barrier.wait()
-        return call()
-
-    with ThreadPoolExecutor(len(calls)) as pool:
-        return list(pool.map(start, calls))
+"""The ``generate_trace`` arguments of six calls, one for each prompt of ``PROMPTS``."""
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "mistral"])
@@ -103,13 +85,9 @@ def test_concurrent_calls_equal_calls_made_alone(
     chat = ChatTransformers(
         model=str(tiny_model_dirs[arch]), batch_concurrent_calls=True, attn_implementation="sdpa"
     )
-    alone = [
-        chat.generate_trace(p, **trace_options(chat, **c))
-        for p, c in zip(PROMPTS, CALLS, strict=True)
-    ]
+    alone = [chat.generate_trace(p, **c) for p, c in zip(PROMPTS, CALLS, strict=True)]
     calls = [
-        (lambda p=p, c=c: chat.generate_trace(p, **trace_options(chat, **c)))
-        for p, c in zip(PROMPTS, CALLS, strict=True)
+        (lambda p=p, c=c: chat.generate_trace(p, **c)) for p, c in zip(PROMPTS, CALLS, strict=True)
     ]
     for _ in range(2):
         together = run_together(chat, calls)
@@ -145,9 +123,7 @@ def test_streams_and_callbacks_stay_with_their_caller(llama_dir: Path) -> None:
         return "".join(str(chunk.content) for chunk in chat.stream(PROMPTS[i]))
 
     def traced(i: int) -> str:
-        (trace,) = chat.generate_trace(
-            PROMPTS[i], **trace_options(chat, on_token=lambda e: seen[i].append(e.piece))
-        )
+        (trace,) = chat.generate_trace(PROMPTS[i], on_token=lambda e: seen[i].append(e.piece))
         return trace.text
 
     texts = run_together(chat, [lambda i=i: stream(i) for i in range(3)])
@@ -327,12 +303,13 @@ def test_reference_forward_pass_runs_between_decoding_steps(llama_dir: Path) -> 
         model=str(llama_dir), batch_concurrent_calls=True, attn_implementation="sdpa"
     )
     alone = chat.forward_attention(PROMPTS[1])
-    long_call = {"max_new_tokens": 60, "min_new_tokens": 60, "attention": True}
+    long_call = DecodingOptions(max_new_tokens=60, min_new_tokens=60)
+    rows = CaptureOptions(attention=True)
     started = threading.Event()
 
     def generate() -> list[GenerationTrace]:
         return chat.generate_trace(
-            PROMPTS[0], **trace_options(chat, on_token=lambda e: started.set(), **long_call)
+            PROMPTS[0], decoding=long_call, capture=rows, on_token=lambda e: started.set()
         )
 
     with ThreadPoolExecutor(1) as pool:
@@ -341,7 +318,7 @@ def test_reference_forward_pass_runs_between_decoding_steps(llama_dir: Path) -> 
         during = chat.forward_attention(PROMPTS[1])  # a loop is running
         traces = future.result()
     np.testing.assert_allclose(during.weights, alone.weights, atol=1e-6)
-    assert_same(traces, chat.generate_trace(PROMPTS[0], **trace_options(chat, **long_call)))
+    assert_same(traces, chat.generate_trace(PROMPTS[0], decoding=long_call, capture=rows))
 
 
 @pytest.mark.parametrize(
@@ -357,12 +334,12 @@ def test_concurrent_reference_passes_share_one_batch(
         model=str(directory), batch_concurrent_calls=True, attn_implementation=kernel
     )
     alone = [chat.forward_attention(prompt, layer=0) for prompt in PROMPTS]
-    long_call = {"max_new_tokens": 60, "min_new_tokens": 60}
+    long_call = DecodingOptions(max_new_tokens=60, min_new_tokens=60)
     started = threading.Event()
     with ThreadPoolExecutor(1) as pool:  # a running loop holds the side jobs until a step ends
         future = pool.submit(
             lambda: chat.generate_trace(
-                PROMPTS[0], **trace_options(chat, on_token=lambda e: started.set(), **long_call)
+                PROMPTS[0], decoding=long_call, on_token=lambda e: started.set()
             )
         )
         started.wait(timeout=30)
@@ -473,32 +450,31 @@ def test_a_request_joins_a_running_loop_after_some_steps(llama_dir: Path) -> Non
 
 def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
+    three = DecodingOptions(max_new_tokens=3)
+    chat.generate_trace(PROMPTS[0], decoding=three)
     engine = chat.engine
     assert engine is not None
     engine.linger_seconds = 60.0  # left alone, an idle worker would wait a minute
-    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
+    chat.generate_trace(PROMPTS[0], decoding=three)
     worker = engine._worker
     assert worker is not None and worker.is_alive()
     start = time.monotonic()
     engine.close(timeout=30.0)
     assert not worker.is_alive() and time.monotonic() - start < 30.0  # woken, not timed out
-    again = chat.generate_trace(
-        PROMPTS[0], **trace_options(chat, max_new_tokens=3)
-    )  # a new worker serves
+    again = chat.generate_trace(PROMPTS[0], decoding=three)  # a new worker serves
     assert again[0].num_tokens == 3
     engine.close()
 
 
 def test_close_during_a_batch_ends_the_worker_once_the_batch_is_done(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
-    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
+    chat.generate_trace(PROMPTS[0], decoding=DecodingOptions(max_new_tokens=3))
     engine = chat.engine
     assert engine is not None
     engine.linger_seconds = 60.0  # a worker that missed the wake-up would wait a minute
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(
-            chat.generate_trace, PROMPTS[1], **trace_options(chat, max_new_tokens=40)
+            chat.generate_trace, PROMPTS[1], decoding=DecodingOptions(max_new_tokens=40)
         )
         deadline = time.monotonic() + 30.0
         while not engine._looping and time.monotonic() < deadline:
@@ -518,20 +494,20 @@ def test_a_streaming_caller_gets_its_first_samples_events_only(
     llama_dir: Path, batching: bool
 ) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=batching)
-    options = {"max_new_tokens": 6, "n": 3, "do_sample": True, "seed": 5, "include_greedy": True}
+    sampling = DecodingOptions(max_new_tokens=6, do_sample=True, seed=5)
     events: list[TokenEvent] = []
     traces = chat.generate_trace(
-        PROMPTS[0], **trace_options(chat, on_token=events.append, **options)
+        PROMPTS[0], decoding=sampling, n=3, include_greedy=True, on_token=events.append
     )
     assert len(traces) == 4 and events
     assert {e.sample for e in events} == {0}
     assert [e.token_id for e in events] == [int(t) for t in traces[0].token_ids]
-    plain = chat.generate_trace(PROMPTS[0], **trace_options(chat, **options))
+    plain = chat.generate_trace(PROMPTS[0], decoding=sampling, n=3, include_greedy=True)
     assert_same(plain, traces)  # streaming or not, the same traces
 
 
 def _idle_worker(chat: ChatTransformers) -> threading.Thread:
-    chat.generate_trace(PROMPTS[0], **trace_options(chat, max_new_tokens=3))
+    chat.generate_trace(PROMPTS[0], decoding=DecodingOptions(max_new_tokens=3))
     engine = chat.engine
     assert engine is not None and engine._worker is not None
     return engine._worker

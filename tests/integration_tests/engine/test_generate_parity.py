@@ -19,7 +19,7 @@ import transformers
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.options import DecodingOptions
-from tests.families import FAMILIES
+from tests.helpers.families import FAMILIES
 
 PROMPTS = (
     "Question: When was Anna Berg born?\nAnswer:",

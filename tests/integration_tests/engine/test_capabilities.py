@@ -8,10 +8,10 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
-from tests.families import FAMILIES
+from tests.helpers.families import FAMILIES
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
-MATRIX_START = "<!-- support matrix: tests/integration_tests/test_capabilities.py -->"
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "engine.md"
+MATRIX_START = "<!-- support matrix: tests/integration_tests/engine/test_capabilities.py -->"
 
 
 def _layers(indices: tuple[int, ...], count: int) -> str:

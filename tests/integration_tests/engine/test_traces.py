@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,8 @@ from langchain_adaptive_rag import (
     PromptTooLongError,
 )
 from langchain_adaptive_rag.engine.layers import decoder_layers
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from tests.conftest import boundary_stop
-from tests.trace_options import trace_options
 
 PROMPT = "Question: When was the director of film Blue Harbour born?\nAnswer:"
 ATOL = 1e-5
@@ -54,13 +55,9 @@ def _reference(chat: ChatTransformers, trace: GenerationTrace, extra: list[int] 
 def test_signals_equal_full_forward(chat: ChatTransformers) -> None:
     trace = chat.generate_trace(
         PROMPT,
-        **trace_options(
-            chat,
-            min_new_tokens=24,
-            attention=True,
-            attention_head_max=True,
-            hidden=True,
-            hidden_layer=0,
+        decoding=replace(chat.decoding, min_new_tokens=24),
+        capture=CaptureOptions(
+            attention=True, attention_head_max=True, hidden=True, hidden_layer=0
         ),
     )[0]
     n_prompt, n_new = trace.num_prompt_tokens, trace.num_tokens
@@ -95,9 +92,8 @@ def test_signals_equal_full_forward(chat: ChatTransformers) -> None:
 def test_mlp_site_and_middle_layer(chat: ChatTransformers) -> None:
     trace = chat.generate_trace(
         PROMPT,
-        **trace_options(
-            chat, max_new_tokens=8, min_new_tokens=8, hidden=True, hidden_layer=0, hidden_site="mlp"
-        ),
+        decoding=DecodingOptions(max_new_tokens=8, min_new_tokens=8),
+        capture=CaptureOptions(hidden=True, hidden_layer=0, hidden_site="mlp"),
     )[0]
     _, mlp = _reference(chat, trace)
     np.testing.assert_allclose(trace.hidden, mlp[-1].numpy(), atol=ATOL)
@@ -106,9 +102,8 @@ def test_mlp_site_and_middle_layer(chat: ChatTransformers) -> None:
 def test_hidden_at_appended_eos_after_length_finish(chat: ChatTransformers) -> None:
     trace = chat.generate_trace(
         PROMPT,
-        **trace_options(
-            chat, max_new_tokens=6, min_new_tokens=6, hidden=True, hidden_layer=-1, hidden_at="eos"
-        ),
+        decoding=DecodingOptions(max_new_tokens=6, min_new_tokens=6),
+        capture=CaptureOptions(hidden=True, hidden_layer=-1, hidden_at="eos"),
     )[0]
     assert trace.finish_reason == "length"
     eos = chat.hf_tokenizer.eos_token_id
@@ -126,14 +121,8 @@ def test_hidden_at_eos_replacing_last_after_length_finish(chat: ChatTransformers
     """SeaKR's code: the last token of a length ending is replaced by EOS, not followed."""
     trace = chat.generate_trace(
         PROMPT,
-        **trace_options(
-            chat,
-            max_new_tokens=6,
-            min_new_tokens=6,
-            hidden=True,
-            hidden_layer=-1,
-            hidden_at="eos_replacing_last",
-        ),
+        decoding=DecodingOptions(max_new_tokens=6, min_new_tokens=6),
+        capture=CaptureOptions(hidden=True, hidden_layer=-1, hidden_at="eos_replacing_last"),
     )[0]
     assert trace.finish_reason == "length" and trace.num_tokens == 6
     eos = chat.hf_tokenizer.eos_token_id
@@ -169,15 +158,14 @@ def _layer_output(chat: ChatTransformers, trace: GenerationTrace, extra: list[in
 
 
 def test_hidden_at_eos_replaces_a_stop_string_token(chat: ChatTransformers) -> None:
-    free = chat.generate_trace(PROMPT, **trace_options(chat, max_new_tokens=12, min_new_tokens=12))[
-        0
-    ]
+    free = chat.generate_trace(
+        PROMPT, decoding=DecodingOptions(max_new_tokens=12, min_new_tokens=12)
+    )[0]
     stop = _boundary_stop(free)
     trace = chat.generate_trace(
         PROMPT,
-        **trace_options(
-            chat, max_new_tokens=12, stop=[stop], hidden=True, hidden_at="eos", hidden_layer=0
-        ),
+        decoding=DecodingOptions(max_new_tokens=12, stop=(stop,)),
+        capture=CaptureOptions(hidden=True, hidden_at="eos", hidden_layer=0),
     )[0]
     assert trace.stop_string == stop
     eos = chat.hf_tokenizer.eos_token_id
@@ -198,12 +186,14 @@ def _boundary_stop(trace: GenerationTrace) -> str:
 
 
 def test_stop_string_across_token_boundary(chat: ChatTransformers) -> None:
-    free = chat.generate_trace(PROMPT, **trace_options(chat, max_new_tokens=16, min_new_tokens=16))[
-        0
-    ]
+    free = chat.generate_trace(
+        PROMPT, decoding=DecodingOptions(max_new_tokens=16, min_new_tokens=16)
+    )[0]
     stop = _boundary_stop(free)
     cut = free.text.index(stop)
-    trace = chat.generate_trace(PROMPT, **trace_options(chat, max_new_tokens=16, stop=[stop]))[0]
+    trace = chat.generate_trace(PROMPT, decoding=DecodingOptions(max_new_tokens=16, stop=(stop,)))[
+        0
+    ]
     assert trace.finish_reason == "stop"
     assert trace.stop_string == stop
     assert trace.text == free.text[:cut]
@@ -216,15 +206,15 @@ def test_stop_string_across_token_boundary(chat: ChatTransformers) -> None:
 
 
 def test_n_samples_equal_single_runs_with_same_seeds(chat: ChatTransformers) -> None:
-    options = {"max_new_tokens": 10, "do_sample": True, "temperature": 1.0, "top_k": 50}
+    sampling = DecodingOptions(max_new_tokens=10, do_sample=True, temperature=1.0, top_k=50)
     batch = chat.generate_trace(
-        PROMPT, **trace_options(chat, n=3, seed=11, include_greedy=True, **options)
+        PROMPT, decoding=replace(sampling, seed=11), n=3, include_greedy=True
     )
-    greedy = chat.generate_trace(PROMPT, **trace_options(chat, max_new_tokens=10))[0]
+    greedy = chat.generate_trace(PROMPT, decoding=DecodingOptions(max_new_tokens=10))[0]
     np.testing.assert_array_equal(batch[0].token_ids, greedy.token_ids)
     assert batch[0].seed is None
     for i, sample in enumerate(batch[1:]):
-        single = chat.generate_trace(PROMPT, **trace_options(chat, n=1, seed=11 + i, **options))[0]
+        single = chat.generate_trace(PROMPT, decoding=replace(sampling, seed=11 + i), n=1)[0]
         assert sample.seed == single.seed == 11 + i
         np.testing.assert_array_equal(sample.token_ids, single.token_ids)
         np.testing.assert_allclose(sample.logprobs, single.logprobs, atol=ATOL)
@@ -233,24 +223,23 @@ def test_n_samples_equal_single_runs_with_same_seeds(chat: ChatTransformers) -> 
 
 
 def test_batched_attention_matches_single(chat: ChatTransformers) -> None:
-    options = {"max_new_tokens": 8, "do_sample": True, "attention": True, "hidden": True}
-    batch = chat.generate_trace(PROMPT, **trace_options(chat, n=2, seed=3, **options))
+    sampling = DecodingOptions(max_new_tokens=8, do_sample=True)
+    capture = CaptureOptions(attention=True, hidden=True)
+    batch = chat.generate_trace(PROMPT, decoding=replace(sampling, seed=3), capture=capture, n=2)
     for i, sample in enumerate(batch):
-        single = chat.generate_trace(PROMPT, **trace_options(chat, seed=3 + i, **options))[0]
+        single = chat.generate_trace(
+            PROMPT, decoding=replace(sampling, seed=3 + i), capture=capture
+        )[0]
         np.testing.assert_array_equal(sample.token_ids, single.token_ids)
         np.testing.assert_allclose(sample.attention, single.attention, atol=ATOL)
         np.testing.assert_allclose(sample.hidden, single.hidden, atol=ATOL)
 
 
 def test_processed_distribution_option(chat: ChatTransformers) -> None:
-    raw = chat.generate_trace(
-        PROMPT, **trace_options(chat, max_new_tokens=6, do_sample=True, top_k=5, seed=1)
-    )[0]
+    sampling = DecodingOptions(max_new_tokens=6, do_sample=True, top_k=5, seed=1)
+    raw = chat.generate_trace(PROMPT, decoding=sampling)[0]
     processed = chat.generate_trace(
-        PROMPT,
-        **trace_options(
-            chat, max_new_tokens=6, do_sample=True, top_k=5, seed=1, signal_distribution="processed"
-        ),
+        PROMPT, decoding=replace(sampling, signal_distribution="processed")
     )[0]
     np.testing.assert_array_equal(raw.token_ids, processed.token_ids)
     # top-k 5 leaves at most 5 outcomes: entropy <= ln 5, and always below the raw one here
@@ -274,11 +263,15 @@ def test_missing_layer_is_explained(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), attn_implementation="eager")
     with pytest.raises(HiddenLayerError, match=r"layer 5 does not exist: the model has 2"):
         chat.generate_trace(
-            PROMPT, **trace_options(chat, max_new_tokens=2, hidden=True, hidden_layer=5)
+            PROMPT,
+            decoding=DecodingOptions(max_new_tokens=2),
+            capture=CaptureOptions(hidden=True, hidden_layer=5),
         )
     with pytest.raises(HiddenLayerError, match=r"Expected an index in \[-2, 1\]"):
         chat.generate_trace(
-            PROMPT, **trace_options(chat, max_new_tokens=2, attention=True, attention_layer=-3)
+            PROMPT,
+            decoding=DecodingOptions(max_new_tokens=2),
+            capture=CaptureOptions(attention=True, attention_layer=-3),
         )
 
 
@@ -288,7 +281,7 @@ def test_prompt_longer_than_context_is_explained(tmp_path: Path) -> None:
     directory = create_tiny_model(tmp_path / "short", max_positions=32)
     chat = ChatTransformers(model=str(directory))
     with pytest.raises(PromptTooLongError, match="model's context holds 32 positions"):
-        chat.generate_trace(PROMPT * 3, **trace_options(chat, max_new_tokens=4))
+        chat.generate_trace(PROMPT * 3, decoding=DecodingOptions(max_new_tokens=4))
 
 
 def _force_eos_on_call(chat: ChatTransformers, call: int):
@@ -313,7 +306,9 @@ def test_eos_finish(chat: ChatTransformers, hidden_at: str) -> None:
     try:
         trace = chat.generate_trace(
             PROMPT,
-            **trace_options(chat, attention=True, hidden=True, hidden_layer=0, hidden_at=hidden_at),
+            capture=CaptureOptions(
+                attention=True, hidden=True, hidden_layer=0, hidden_at=hidden_at
+            ),
         )[0]
     finally:
         handle.remove()
@@ -331,7 +326,7 @@ def test_min_new_tokens_masks_eos(chat: ChatTransformers) -> None:
     handle = _force_eos_on_call(chat, 2)
     try:
         trace = chat.generate_trace(
-            PROMPT, **trace_options(chat, max_new_tokens=4, min_new_tokens=3)
+            PROMPT, decoding=DecodingOptions(max_new_tokens=4, min_new_tokens=3)
         )[0]
     finally:
         handle.remove()
@@ -365,8 +360,11 @@ def test_mlp_site_of_experts_that_flatten_their_tokens(
     Llama4ForCausalLM(config).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     chat = ChatTransformers(model=str(tmp_path))
-    options = {"max_new_tokens": 5, "min_new_tokens": 5, "hidden": True, "hidden_layer": 1}
-    (trace,) = chat.generate_trace(PROMPT, **trace_options(chat, **options, hidden_site="mlp"))
+    (trace,) = chat.generate_trace(
+        PROMPT,
+        decoding=DecodingOptions(max_new_tokens=5, min_new_tokens=5),
+        capture=CaptureOptions(hidden=True, hidden_layer=1, hidden_site="mlp"),
+    )
     ids = [*trace.prompt_ids.tolist(), *trace.token_ids.tolist()]
     outputs: list[torch.Tensor] = []
     experts = decoder_layers(chat.hf_model)[1].feed_forward
@@ -433,8 +431,11 @@ def test_mlp_site_of_granite_experts_and_shared_mlp(
     chat = ChatTransformers(model=str(tmp_path))
     seen: dict[str, torch.Tensor] = {}
     for layer in (0, 1):
-        options = {"max_new_tokens": 4, "min_new_tokens": 4, "hidden": True, "hidden_layer": layer}
-        (trace,) = chat.generate_trace(PROMPT, **trace_options(chat, **options, hidden_site="mlp"))
+        (trace,) = chat.generate_trace(
+            PROMPT,
+            decoding=DecodingOptions(max_new_tokens=4, min_new_tokens=4),
+            capture=CaptureOptions(hidden=True, hidden_layer=layer, hidden_site="mlp"),
+        )
         decoder = decoder_layers(chat.hf_model)[layer]
         seen.clear()
         handles = [

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_adaptive_rag import AdaptiveRAGError
+from langchain_adaptive_rag.engine.prefill import prefill_groups
 from langchain_adaptive_rag.engine.prefix_cache import LayerStates, PrefixCache
-from langchain_adaptive_rag.engine.runner import prefill_groups
 
 CPU = torch.device("cpu")
 TOKEN_BYTES = 2 * 2 * 3 * 4  # two layers, keys and values, 3 features of 4 bytes

@@ -14,7 +14,7 @@ from langchain_adaptive_rag.engine.kv_cache import (
     buffer_width,
     is_roomy,
 )
-from tests.host_reads import DispatchedOperators
+from tests.helpers.host_reads import DispatchedOperators
 
 
 def states(batch: int, tokens: int, start: float) -> torch.Tensor:

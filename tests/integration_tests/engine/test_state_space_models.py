@@ -25,11 +25,11 @@ from langchain_adaptive_rag import (
 )
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
 from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
-from tests.families import save_tiny_family
-from tests.integration_tests.test_latent_attention import PROMPTS
-from tests.scripted import RecordingRetriever
-from tests.together import decoded_together
-from tests.trace_options import trace_options
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
+from tests.helpers.families import save_tiny_family
+from tests.helpers.family_prompts import PROMPTS
+from tests.helpers.scripted import RecordingRetriever
+from tests.helpers.together import decoded_together
 
 ATOL = 1e-5
 STATE_SPACE = ("mamba", "lfm2", "nemotron_h")
@@ -49,16 +49,17 @@ def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], 
     each as the call alone gives it."""
     alone = ChatTransformers(model=str(tiny_models[arch]))
     together = ChatTransformers(model=str(tiny_models[arch]), batch_concurrent_calls=True)
+    hidden = CaptureOptions(hidden=True)
     calls = [
-        (prompt, {"max_new_tokens": budget, "min_new_tokens": budget, "hidden": True})
+        (prompt, DecodingOptions(max_new_tokens=budget, min_new_tokens=budget))
         for prompt, budget in zip(PROMPTS, (8, 5, 3), strict=True)
     ]
-    want = [alone.generate_trace(p, **trace_options(alone, **o))[0] for p, o in calls]
+    want = [alone.generate_trace(p, decoding=d, capture=hidden)[0] for p, d in calls]
     got = decoded_together(
         together,
         [
-            lambda p=p, o=o: together.generate_trace(p, **trace_options(together, **o))[0]
-            for p, o in calls
+            lambda p=p, d=d: together.generate_trace(p, decoding=d, capture=hidden)[0]
+            for p, d in calls
         ],
     )
     assert together.engine is not None
@@ -67,10 +68,10 @@ def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], 
         assert ours.token_ids.tolist() == theirs.token_ids.tolist()
         np.testing.assert_allclose(ours.logprobs, theirs.logprobs, atol=1e-4)
         np.testing.assert_allclose(ours.hidden, theirs.hidden, atol=ATOL)
-    sampling = {"do_sample": True, "seed": 2, "max_new_tokens": 6, "hidden": True}
-    samples = together.generate_trace(PROMPTS[0], n=3, **trace_options(together, **sampling))
+    sampling = DecodingOptions(do_sample=True, seed=2, max_new_tokens=6)
+    samples = together.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)
     reference = [
-        alone.generate_trace(PROMPTS[0], n=3, **trace_options(alone, **sampling))[i]
+        alone.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)[i]
         for i in range(3)
     ]
     for ours, theirs in zip(samples, reference, strict=True):
@@ -93,10 +94,11 @@ def test_an_attention_method_names_the_layers_a_hybrid_can_give(
         not in str(caught.value)
     )
     create_dragin_graph(chat, RecordingRetriever(), config=DRAGINConfig(attention_layer=1))
-    options = {"max_new_tokens": 4, "attention": True, "attention_layer": 1}
-    (trace,) = chat.generate_trace(PROMPTS[1], **trace_options(chat, **options))
+    four = DecodingOptions(max_new_tokens=4)
+    layer_1 = CaptureOptions(attention=True, attention_layer=1)
+    (trace,) = chat.generate_trace(PROMPTS[1], decoding=four, capture=layer_1)
     eager = ChatTransformers(model=str(tiny_models[arch]), attn_implementation="eager")
-    (want,) = eager.generate_trace(PROMPTS[1], **trace_options(eager, **options))
+    (want,) = eager.generate_trace(PROMPTS[1], decoding=four, capture=layer_1)
     assert trace.attention is not None and want.attention is not None
     np.testing.assert_allclose(trace.attention, want.attention, atol=ATOL)
     np.testing.assert_allclose(trace.attention.sum(axis=1), 1.0, atol=ATOL)
@@ -132,9 +134,10 @@ def test_seakr_reads_an_mlp_only_where_a_layer_has_one(tiny_models: dict[str, Pa
     assert "or hidden_layer=3 reads an MLP's output" in str(caught.value)
     create_seakr_graph(nemotron, RecordingRetriever(), config=SeaKRConfig(hidden_layer=3))
 
-    options = {"max_new_tokens": 4, "min_new_tokens": 4, "hidden": True, "hidden_layer": 3}
     (trace,) = nemotron.generate_trace(
-        PROMPTS[0], **trace_options(nemotron, **options, hidden_site="mlp")
+        PROMPTS[0],
+        decoding=DecodingOptions(max_new_tokens=4, min_new_tokens=4),
+        capture=CaptureOptions(hidden=True, hidden_layer=3, hidden_site="mlp"),
     )
     mixer = nemotron.hf_model.model.layers[3].mixer
     seen: list[torch.Tensor] = []

@@ -15,10 +15,10 @@ from langchain_adaptive_rag import AdaptiveRAGError, AttentionUnavailableError, 
 from langchain_adaptive_rag.engine import attention_rows as attention_rows_module
 from langchain_adaptive_rag.engine.attention_rows import PendingRows, attention_rows
 from langchain_adaptive_rag.engine.layers import attention_module
-from tests.compare import assert_same_traces
-from tests.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
-from tests.together import decoded_together
-from tests.trace_options import trace_options
+from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
+from tests.helpers.compare import assert_same_traces
+from tests.helpers.host_reads import DispatchedOperators, count_host_reads, count_tensors_from_lists
+from tests.helpers.together import decoded_together
 
 ATOL = 1e-5
 PROMPT = (
@@ -33,10 +33,12 @@ def test_sdpa_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch: str) -> N
     eager = ChatTransformers(model=str(tiny_model_dirs[arch]), attn_implementation="eager")
     sdpa = ChatTransformers(model=str(tiny_model_dirs[arch]), attn_implementation="sdpa")
     assert sdpa.hf_model.config._attn_implementation == "sdpa" and sdpa.attention_available
-    options = {"max_new_tokens": 12, "min_new_tokens": 12, "hidden": True}
-    options |= {"attention": True, "attention_head_max": True, "attention_layer": 0}
-    (want,) = eager.generate_trace(PROMPT, **trace_options(eager, **options))
-    (got,) = sdpa.generate_trace(PROMPT, **trace_options(sdpa, **options))
+    twelve = DecodingOptions(max_new_tokens=12, min_new_tokens=12)
+    signals = CaptureOptions(
+        attention=True, attention_head_max=True, attention_layer=0, hidden=True
+    )
+    (want,) = eager.generate_trace(PROMPT, decoding=twelve, capture=signals)
+    (got,) = sdpa.generate_trace(PROMPT, decoding=twelve, capture=signals)
     assert got.token_ids.tolist() == want.token_ids.tolist()
     assert got.attention is not None and want.attention is not None
     np.testing.assert_allclose(got.attention, want.attention, atol=ATOL)
@@ -70,28 +72,29 @@ def test_flex_attention_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch:
         attn_implementation="flex_attention",
         batch_concurrent_calls=True,
     )
-    options = {"max_new_tokens": 12, "min_new_tokens": 12, "hidden": True}
-    options |= {"attention": True, "attention_head_max": True}
+    twelve = DecodingOptions(max_new_tokens=12, min_new_tokens=12)
+    signals = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
     prompts = [PROMPT, "Question: Who directed Blue Harbour?\nAnswer:"]
-    sampling = {"do_sample": True, "seed": 3, "max_new_tokens": 6, "hidden": True}
+    sampling = DecodingOptions(do_sample=True, seed=3, max_new_tokens=6)
+    hidden = CaptureOptions(hidden=True)
     with torch.compiler.set_stance("force_eager"):
         assert flex.hf_model.config._attn_implementation == "flex_attention"
         assert flex.attention_available
         got = decoded_together(  # the second row is padded
             flex,
-            [lambda p=p: flex.generate_trace(p, **trace_options(flex, **options)) for p in prompts],
+            [lambda p=p: flex.generate_trace(p, decoding=twelve, capture=signals) for p in prompts],
         )
-        samples = flex.generate_trace(PROMPT, n=3, **trace_options(flex, **sampling))
+        samples = flex.generate_trace(PROMPT, decoding=sampling, capture=hidden, n=3)
         full = flex.forward_attention(PROMPT)
     assert flex.engine is not None and flex.engine.batch_sizes[2] == 1
-    want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in prompts]
+    want = [eager.generate_trace(p, decoding=twelve, capture=signals)[0] for p in prompts]
     assert_same_traces(
         [ours for (ours,) in got],
         want,
         ATOL,
         captured=("attention", "attention_head_max", "hidden"),
     )
-    reference = eager.generate_trace(PROMPT, n=3, **trace_options(eager, **sampling))
+    reference = eager.generate_trace(PROMPT, decoding=sampling, capture=hidden, n=3)
     assert_same_traces(samples, reference, ATOL, captured=("hidden",))
     np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPT).weights, atol=ATOL)
     assert attention_module(flex.hf_model, -1).config._attn_implementation == "flex_attention"
@@ -156,10 +159,10 @@ def test_attention_sink_rows_equal_eager(
     )
     fast = ChatTransformers(model=loaded, tokenizer=tokenizer)
     assert fast.attention_available
-    options = {"max_new_tokens": 8, "min_new_tokens": 8, "attention": True}
-    options |= {"attention_head_max": True}
-    (want,) = eager.generate_trace(PROMPT, **trace_options(eager, **options))
-    (got,) = fast.generate_trace(PROMPT, **trace_options(fast, **options))
+    eight = DecodingOptions(max_new_tokens=8, min_new_tokens=8)
+    rows = CaptureOptions(attention=True, attention_head_max=True)
+    (want,) = eager.generate_trace(PROMPT, decoding=eight, capture=rows)
+    (got,) = fast.generate_trace(PROMPT, decoding=eight, capture=rows)
     assert got.token_ids.tolist() == want.token_ids.tolist()
     assert got.attention is not None and want.attention is not None
     assert np.all(want.attention.sum(axis=1) < 0.99)  # the sinks took their share
@@ -223,12 +226,10 @@ def test_rows_under_flash_attentions_padding_mask_equal_eager(llama_dir: Path) -
     chat = ChatTransformers(model=loaded, tokenizer=tokenizer, batch_concurrent_calls=True)
     eager = ChatTransformers(model=str(llama_dir), attn_implementation="eager")
     prompts = [PROMPT, "Question: Who directed Blue Harbour?\nAnswer:", "Question: Who?\nAnswer:"]
-    options = {"max_new_tokens": 8, "min_new_tokens": 8, "hidden": True}
-    options |= {"attention": True, "attention_head_max": True}
-    want = [eager.generate_trace(p, **trace_options(eager, **options))[0] for p in prompts]
-    call = [
-        lambda p=p: chat.generate_trace(p, **trace_options(chat, **options))[0] for p in prompts
-    ]
+    eight = DecodingOptions(max_new_tokens=8, min_new_tokens=8)
+    signals = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
+    want = [eager.generate_trace(p, decoding=eight, capture=signals)[0] for p in prompts]
+    call = [lambda p=p: chat.generate_trace(p, decoding=eight, capture=signals)[0] for p in prompts]
     got = decoded_together(chat, call)
     again = [each() for each in call]  # from stored prefixes
     assert chat.engine is not None and chat.engine.batch_sizes[3] == 1
@@ -236,9 +237,10 @@ def test_rows_under_flash_attentions_padding_mask_equal_eager(llama_dir: Path) -
     assert_same_traces(
         got + again, want + want, ATOL, captured=("attention", "attention_head_max", "hidden")
     )
-    sampling = {"do_sample": True, "seed": 3, "max_new_tokens": 6, "hidden": True}
-    samples = chat.generate_trace(PROMPT, n=3, **trace_options(chat, **sampling))
-    reference = eager.generate_trace(PROMPT, n=3, **trace_options(eager, **sampling))
+    sampling = DecodingOptions(do_sample=True, seed=3, max_new_tokens=6)
+    hidden = CaptureOptions(hidden=True)
+    samples = chat.generate_trace(PROMPT, decoding=sampling, capture=hidden, n=3)
+    reference = eager.generate_trace(PROMPT, decoding=sampling, capture=hidden, n=3)
     assert_same_traces(samples, reference, ATOL, captured=("hidden",))
     full = chat.forward_attention(PROMPT)
     np.testing.assert_allclose(full.weights, eager.forward_attention(PROMPT).weights, atol=ATOL)
@@ -247,7 +249,9 @@ def test_rows_under_flash_attentions_padding_mask_equal_eager(llama_dir: Path) -
 def test_sliding_window_rows_see_only_the_window(tiny_model_dirs: dict[str, Path]) -> None:
     sdpa = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
     (trace,) = sdpa.generate_trace(
-        PROMPT, **trace_options(sdpa, max_new_tokens=4, min_new_tokens=4, attention=True)
+        PROMPT,
+        decoding=DecodingOptions(max_new_tokens=4, min_new_tokens=4),
+        capture=CaptureOptions(attention=True),
     )
     assert trace.attention is not None
     for t in range(trace.num_tokens):
@@ -470,20 +474,29 @@ def test_attention_that_bypasses_the_interface_fails_with_the_fix(
     module.forward = own_kernel  # type: ignore[method-assign]
     assert not sdpa.attention_available
     with pytest.raises(AttentionUnavailableError, match="does not call transformers'") as caught:
-        sdpa.generate_trace(PROMPT, **trace_options(sdpa, max_new_tokens=2, attention=True))
+        sdpa.generate_trace(
+            PROMPT,
+            decoding=DecodingOptions(max_new_tokens=2),
+            capture=CaptureOptions(attention=True),
+        )
     assert 'attn_implementation="eager"' in str(caught.value)
 
 
 @pytest.mark.parametrize(
-    "options",
+    ("decoding", "n", "include_greedy"),
     [
-        {},
-        {"min_new_tokens": 8},  # greedy with EOS masked: the step's masked argmax serves
-        {"do_sample": True, "n": 3, "include_greedy": True},
+        (DecodingOptions(max_new_tokens=10, seed=5), 1, False),
+        # greedy with EOS masked: the step's masked argmax serves
+        (DecodingOptions(max_new_tokens=10, min_new_tokens=8, seed=5), 1, False),
+        (DecodingOptions(max_new_tokens=10, do_sample=True, seed=5), 3, True),
     ],
 )
 def test_capture_reads_back_once_per_forward_pass(
-    tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, options: dict[str, object]
+    tiny_model_dirs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    decoding: DecodingOptions,
+    n: int,
+    include_greedy: bool,
 ) -> None:
     """Rows, hidden states, logprobs and drawn tokens wait for the device once a pass.
 
@@ -493,21 +506,21 @@ def test_capture_reads_back_once_per_forward_pass(
     one (its tokens and positions), and one more to gather its sampled rows.
     """
     sdpa = ChatTransformers(model=str(tiny_model_dirs["llama"]), attn_implementation="sdpa")
-    capture = {"attention": True, "attention_head_max": True, "hidden": True}
-    chosen = {"max_new_tokens": 10, "min_new_tokens": 0, "seed": 5, **capture, **options}
-    kwargs = trace_options(sdpa, **chosen)
+    capture = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
     assert sdpa.capabilities.shares_prompts  # read once per model (its probe), not counted
     passes: list[int] = []
     handle = sdpa.hf_model.register_forward_hook(lambda *_: passes.append(1))
     reads = count_host_reads(monkeypatch)
     made = count_tensors_from_lists(monkeypatch)
     try:
-        traces = sdpa.generate_trace(PROMPT, **kwargs)
+        traces = sdpa.generate_trace(
+            PROMPT, decoding=decoding, capture=capture, n=n, include_greedy=include_greedy
+        )
     finally:
         monkeypatch.undo()
         handle.remove()
     assert all(t.attention is not None and t.hidden is not None for t in traces)
-    sampled = 1 if "do_sample" in options else 0  # a sampled step reads its draws back too
+    sampled = 1 if decoding.do_sample else 0  # a sampled step reads its draws back too
     assert len(passes) > 5
     # the decoding steps' attention rows are computed and read back together when samples
     # finish (at most once a sample)
@@ -533,22 +546,22 @@ def test_capture_adds_a_few_operators_a_token_and_one_pass_a_call(
         batch_concurrent_calls=False,  # decode in this thread: the dispatch mode sees it
         prefix_cache_mib=0,
     )
-    capture = {"attention": True, "hidden": True}
 
-    def operators(tokens: int, **options: object) -> int:
-        kwargs = trace_options(sdpa, max_new_tokens=tokens, min_new_tokens=tokens, **options)
-        sdpa.generate_trace(PROMPT, **kwargs)  # the same call once before: nothing lazy
+    def operators(tokens: int, capture: CaptureOptions | None) -> int:
+        decoding = DecodingOptions(max_new_tokens=tokens, min_new_tokens=tokens)
+        # the same call once before: nothing lazy
+        sdpa.generate_trace(PROMPT, decoding=decoding, capture=capture)
         with DispatchedOperators() as counted:
-            sdpa.generate_trace(PROMPT, **kwargs)
+            sdpa.generate_trace(PROMPT, decoding=decoding, capture=capture)
         return len(counted.seen)
 
-    def per_token_and_call(**options: object) -> tuple[float, float]:
-        short, long = operators(4, **options), operators(12, **options)
+    def per_token_and_call(capture: CaptureOptions | None = None) -> tuple[float, float]:
+        short, long = operators(4, capture), operators(12, capture)
         token = (long - short) / 8
         return token, short - 4 * token
 
     step, call = per_token_and_call()
-    captured_step, captured_call = per_token_and_call(**capture)
+    captured_step, captured_call = per_token_and_call(CaptureOptions(attention=True, hidden=True))
     assert step > 100  # a forward pass of the tiny model
     assert 0 < captured_step - step <= 8
     assert captured_call - call <= step + 40  # the last token fed once more, then the rows

@@ -1,0 +1,1 @@
+"""Unit tests of the batched decoding engine (``langchain_adaptive_rag.engine``)."""
