@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, policy_class
+from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name, policy_class
 from langchain_adaptive_rag.signals import is_content_word
 from langchain_adaptive_rag.visualize._colours import colormap_hex
 from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord
@@ -237,6 +237,11 @@ ROUTES: dict[str, str] = {
     "finalize": "accepted; finalize",
 }
 """How each route of a decision reads in the views."""
+
+
+def method_title(record: RecordedRun) -> str:
+    """The papers' name of the record's method (``SR-RAG``), for headings and titles."""
+    return display_name(record.method)
 
 
 def threshold_symbol(record: RecordedRun) -> str:

@@ -25,6 +25,7 @@ from langchain_adaptive_rag.visualize._style import (
     check_record,
     check_signal,
     derived_round_score,
+    method_title,
     printable,
     scale_for,
     text_colour,
@@ -122,7 +123,7 @@ def tokens_figure(record: RecordedRun, signal: Signal = "entropy") -> Figure:
     fig.text(
         _SIDE / _FIG_W,
         (top - 0.25) / total,
-        printable(f"{record.method}: {record.question}"),
+        printable(f"{method_title(record)}: {record.question}"),
         fontsize=11,
         fontweight="bold",
         va="center",
@@ -389,7 +390,9 @@ def timeline_figure(record: RecordedRun) -> Figure:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     direction = f" (retrieve when {found[1]})" if found is not None else ""
-    ax.set_title(f"{record.method}: need score per round{direction}", fontsize=10, loc="left")
+    ax.set_title(
+        f"{method_title(record)}: need score per round{direction}", fontsize=10, loc="left"
+    )
     fig.legend(
         handles=[
             Line2D(

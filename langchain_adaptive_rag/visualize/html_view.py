@@ -22,6 +22,7 @@ from langchain_adaptive_rag.visualize._style import (
     check_signal,
     default_signal,
     derived_round_score,
+    method_title,
     printable,
     query_words,
     scale_for,
@@ -319,7 +320,7 @@ def tokens_html(record: RecordedRun, signal: Signal = "entropy") -> str:
     scale = scale_for(record, check_signal(signal))
     counts = ", ".join(f"{k} {v}" for k, v in record.counts.items())
     head = (
-        f'<div class="arag-head"><b>{_esc(record.method)}</b> · '
+        f'<div class="arag-head"><b>{_esc(method_title(record))}</b> · '
         f"{_esc(record.question)}<br>Answer: <b>{_esc(record.answer)}</b> "
         f'<span class="arag-muted">({_esc(counts)})</span></div>'
     )

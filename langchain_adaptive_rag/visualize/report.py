@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
-from langchain_adaptive_rag.visualize._style import default_signal
+from langchain_adaptive_rag.visualize._style import default_signal, method_title
 from langchain_adaptive_rag.visualize.figures import timeline_figure, tokens_figure
 from langchain_adaptive_rag.visualize.graph import DrawableGraph, graph_figure
 from langchain_adaptive_rag.visualize.html_view import tokens_html
@@ -124,7 +124,7 @@ def _run_section(index: int, record: RecordedRun) -> str:
     timeline = figure_png_base64(timeline_figure(record))
     tokens = figure_png_base64(tokens_figure(record, signal))
     return (
-        f'<section id="run-{index}"><h2>{index + 1}. {html.escape(record.method)}: '
+        f'<section id="run-{index}"><h2>{index + 1}. {html.escape(method_title(record))}: '
         f"{html.escape(record.question)}</h2>"
         f"{tokens_html(record, signal)}"
         f'<figure><img alt="need score per round" src="{timeline}">'
@@ -186,7 +186,7 @@ def report_html(
         parts.append(f'<h3>Graphs</h3><div class="arag-graphs">{pictures}</div>')
     if records:
         links = "".join(
-            f'<li><a href="#run-{i}">{html.escape(r.method)}: {html.escape(r.question)}</a> '
+            f'<li><a href="#run-{i}">{html.escape(method_title(r))}: {html.escape(r.question)}</a> '
             f"→ {html.escape(r.answer)}</li>"
             for i, r in enumerate(records)
         )

@@ -279,6 +279,9 @@ def test_report_page_is_self_contained(
     assert page.startswith("<!DOCTYPE html>") and "<title>Three methods</title>" in page
     assert "<th>method</th>" in page and "<td>dragin</td>" in page
     assert page.count("data:image/png;base64,") == 6  # a timeline and a token strip per run
+    # runs are headed by the papers' names of their methods, not their ids
+    assert '<a href="#run-0">DRAGIN: ' in page and "<h2>3. SeaKR: " in page
+    assert "<b>FLARE</b>" in page and "<b>flare</b>" not in page
     assert "http://" not in page and "https://" not in page and "<script" not in page
     with pytest.raises(AdaptiveRAGError, match="Expected a list of RunRecords"):
         report_html(dragin_record, title="x")  # type: ignore[arg-type]
