@@ -221,4 +221,4 @@ def test_a_recorded_run_holds_the_routes_rounds_and_the_class() -> None:
     from langchain_adaptive_rag.visualize import report_html
 
     page = report_html([record], title="routes", graphs={"adaptive_rag": graph})
-    assert "adaptive_rag: When was the director" in page and "Anna Berg" in page
+    assert "Adaptive-RAG: When was the director" in page and "Anna Berg" in page
