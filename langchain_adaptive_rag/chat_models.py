@@ -427,7 +427,7 @@ class ChatTransformers(BaseChatModel):
     @property
     def num_layers(self) -> int:
         """Number of decoder layers."""
-        return self.capabilities.num_layers
+        return self._local.num_layers
 
     @property
     def _llm_type(self) -> str:

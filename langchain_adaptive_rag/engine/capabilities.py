@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from torch import nn
     from transformers import PreTrainedModel
 
-__all__ = ["CacheKind", "ModelCapabilities", "cache_kind", "sharing_modules"]
+__all__ = ["CacheKind", "ModelCapabilities", "cache_kind"]
 
 CacheKind = Literal["plain", "windowed", "latent", "recurrent", "hybrid", "other"]
 """What the cache a model builds for itself holds (see the module's list)."""
@@ -139,8 +139,9 @@ def _read(model: PreTrainedModel) -> ModelCapabilities:
     attends = False
     if kind == "plain":
         modules = _indexed_attention(model)
-        attends = modules is not None and attends_its_cache(model, modules[0])
-        if modules is not None and not attends:
+        probed = attends_its_cache(model, modules[0]) if modules is not None else None
+        attends = probed is True
+        if probed is False:
             kind = "latent"  # its attention reads an expanded latent, not its cache
     return ModelCapabilities(
         family=str(getattr(model.config.get_text_config(), "model_type", "") or ""),
@@ -181,24 +182,6 @@ def cache_kind(model: PreTrainedModel) -> tuple[CacheKind, int | None]:
     if windows:
         return "windowed", min(windows)
     return "plain", None
-
-
-def sharing_modules(model: PreTrainedModel, *, check_cache: bool = True) -> list[nn.Module] | None:
-    """Every layer's attention module, when the model can read shared prompts.
-
-    Shared prompts need the loop's own cache (a plain cache) and an attention module per
-    layer that calls transformers' ``AttentionInterface``, knows its layer's cache index
-    (``layer_idx``) and attends over the states it caches (not multi-head latent
-    attention: [`attends_its_cache`][]); ``None`` otherwise.
-
-    Args:
-        model: The causal LM.
-        check_cache: Check first that its cache is plain (skipped by a caller that knows).
-    """
-    if check_cache and cache_kind(model)[0] != "plain":
-        return None
-    modules = _indexed_attention(model)
-    return modules if modules is not None and attends_its_cache(model, modules[0]) else None
 
 
 def _indexed_attention(model: PreTrainedModel) -> list[nn.Module] | None:

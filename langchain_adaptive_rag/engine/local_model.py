@@ -23,7 +23,7 @@ from langchain_adaptive_rag.cancellation import check_not_cancelled, current_sto
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.hooks import AttentionCapture
 from langchain_adaptive_rag.engine.kernels import cudnn_advice, cudnn_attention_may_run
-from langchain_adaptive_rag.engine.layers import attn_implementation, hidden_modules
+from langchain_adaptive_rag.engine.layers import attn_implementation, decoder_layers, hidden_modules
 from langchain_adaptive_rag.engine.prefix_cache import PrefixCache
 from langchain_adaptive_rag.engine.runner import decode_together
 from langchain_adaptive_rag.engine.scheduler import Scheduler
@@ -106,6 +106,11 @@ class LocalModel:
         if self._scheduler is not None:
             self._scheduler.capabilities = value
 
+    @property
+    def num_layers(self) -> int:
+        """Number of decoder layers (read from the model, without a probe)."""
+        return len(decoder_layers(self.model))
+
     def check_attention(self, layer: int, settings: EngineSettings) -> None:
         """Fail unless the attention rows of decoder layer ``layer`` can be read.
 
@@ -115,7 +120,7 @@ class LocalModel:
             AttentionUnavailableError: Naming why and the fix.
             HiddenLayerError: If the layer does not exist.
         """
-        count = self.capabilities.num_layers
+        count = self.num_layers
         number = layer % count if -count <= layer < count else layer
         if number not in self._attention_checked:
             self._attention_checked[number] = self._probe_attention(layer, settings)

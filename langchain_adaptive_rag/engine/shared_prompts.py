@@ -19,7 +19,6 @@ single-sample calls keep their prompt in the loop's cache and read no shared pro
 from __future__ import annotations
 
 import copy
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -328,9 +327,6 @@ PROBE_IMPLEMENTATION = "langchain_adaptive_rag_cache_probe"
 """Name under which the probe of [`attends_its_cache`][] is registered in transformers'
 ``AttentionInterface`` (an added entry, run only by a module routed to it)."""
 
-_ATTENDS_ITS_CACHE: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
-"""Each probed attention module's answer (it depends on the module's code alone)."""
-
 
 class _Probed(Exception):  # noqa: N818 - a signal that ends the probe's forward pass
     """Raised by the probe once the routed module has handed it its states."""
@@ -354,28 +350,29 @@ def _probe_attention(
     raise _Probed(key is layer.keys and value is layer.values)
 
 
-def attends_its_cache(model: PreTrainedModel, module: nn.Module) -> bool:
+def attends_its_cache(model: PreTrainedModel, module: nn.Module) -> bool | None:
     """Whether ``module`` hands its kernel the very keys and values its cache layer holds.
 
     Shared prompts replace a layer's attention by one over the prompt's cached states and
     the row's own, so they need a layer that attends over what it caches. Multi-head
     latent attention does not (DeepSeek-V2 and V3, MiniCPM3: the cache holds a compressed
-    latent that each pass expands into keys and values). Checked once per module, with a
-    two-token forward pass stopped at the module's kernel.
+    latent that each pass expands into keys and values). Checked with a two-token forward
+    pass stopped at the module's kernel; the model's capabilities
+    (``capabilities.ModelCapabilities.of``) ask once per model.
 
     Args:
         model: The causal LM.
         module: Its attention module of layer 0 (``layer_idx`` 0).
+
+    Returns:
+        ``None`` when the probe could not run the model (or never reached the kernel).
     """
-    known = _ATTENDS_ITS_CACHE.get(module)
-    if known is not None:
-        return known
     register_attention(PROBE_IMPLEMENTATION, _probe_attention)
     config: Any = module.config
     routed = copy.copy(config)
     routed._attn_implementation = PROBE_IMPLEMENTATION
     cache = RoomyCache()
-    answer = False  # a pass that never reached the kernel: no sharing
+    answer: bool | None = None  # a pass that never reached the kernel: not known
     setattr(module, "config", routed)  # noqa: B010 - an nn.Module attribute
     setattr(module, "_adaptive_rag_probe_cache", cache)  # noqa: B010
     try:
@@ -385,10 +382,9 @@ def attends_its_cache(model: PreTrainedModel, module: nn.Module) -> bool:
             model(input_ids=ids, use_cache=True, **{cache_keyword(model): cache})
     except _Probed as probed:
         answer = probed.reads_cache
-    except Exception:  # a model the probe cannot run keeps a copy per sample
-        answer = False
+    except Exception:  # a model the probe cannot run: not known (a copy per sample)
+        answer = None
     finally:
         setattr(module, "config", config)  # noqa: B010
         delattr(module, "_adaptive_rag_probe_cache")
-    _ATTENDS_ITS_CACHE[module] = answer
     return answer

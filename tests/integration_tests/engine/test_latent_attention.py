@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.engine.capabilities import sharing_modules
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.kv_cache import RoomyLayer
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from tests.helpers.compare import assert_same_traces
@@ -36,9 +36,10 @@ def test_latent_attention_decodes_as_the_eager_model_does(
     sdpa = ChatTransformers(
         model=str(latent_dir), attn_implementation="sdpa", batch_concurrent_calls=True
     )
-    assert sharing_modules(sdpa.hf_model) is None and sharing_modules(eager.hf_model) is None
+    assert not ModelCapabilities.of(sdpa.hf_model).shares_prompts
+    assert ModelCapabilities.of(eager.hf_model).cache_kind == "latent"
     llama = ChatTransformers(model=str(llama_dir))
-    assert sharing_modules(llama.hf_model) is not None  # an ordinary model still shares
+    assert ModelCapabilities.of(llama.hf_model).shares_prompts  # an ordinary model shares
     ten = DecodingOptions(max_new_tokens=10, min_new_tokens=10)
     signals = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
     want = [eager.generate_trace(p, decoding=ten, capture=signals)[0] for p in PROMPTS]
@@ -100,7 +101,8 @@ def test_a_model_the_probe_cannot_run_keeps_a_copy_per_sample(
         raise RuntimeError("a model that cannot run two tokens alone")
 
     monkeypatch.setattr(type(model), "forward", failing_once)
-    assert sharing_modules(model) is None
+    probed = ModelCapabilities.of(model)  # the probe could not run: no sharing, not latent
+    assert not probed.shares_prompts and probed.cache_kind == "plain"
     got = fresh.generate_trace(PROMPTS[0], decoding=sampling, capture=hidden, n=3)
     for ours, theirs in zip(got, want, strict=True):
         assert ours.token_ids.tolist() == theirs.token_ids.tolist()

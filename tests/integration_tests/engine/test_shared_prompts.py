@@ -10,7 +10,7 @@ import pytest
 
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.engine import runner as decoding_loop
-from langchain_adaptive_rag.engine.capabilities import sharing_modules
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.request import DecodeRequest
 from langchain_adaptive_rag.engine.runner import decode_together
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
@@ -72,9 +72,9 @@ def test_sliding_window_models_and_attention_captures_keep_a_copy_per_sample(
     tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mistral = ChatTransformers(model=str(tiny_model_dirs["mistral"]))
-    assert sharing_modules(mistral.hf_model) is None  # its cache is the model's own
+    assert not ModelCapabilities.of(mistral.hf_model).shares_prompts  # windowed layers
     chat = ChatTransformers(model=str(tiny_model_dirs["llama"]), attn_implementation="sdpa")
-    assert sharing_modules(chat.hf_model) is not None
+    assert ModelCapabilities.of(chat.hf_model).shares_prompts
     capture = CaptureOptions(attention=True, hidden=True)
     copies = decoders(chat, capture)
     list(decode_together(chat.hf_model, copies, capture=capture, share_prompts=False))
