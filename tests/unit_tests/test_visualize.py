@@ -189,6 +189,14 @@ def test_record_json_round_trips(dragin_record: RunRecord, seakr_record: RunReco
         assert RunRecord.from_json(record.to_json(indent=2)) == record
 
 
+def test_repr_is_one_readable_line(dragin_record: RunRecord) -> None:
+    shown = repr(dragin_record)
+    assert "\n" not in shown and "TokenRecord" not in shown and len(shown) < 400
+    assert f"answer={dragin_record.answer!r}" in shown
+    rounds, retrieved = len(dragin_record.rounds), len(dragin_record.retrievals)
+    assert f"recorded_rounds={rounds} ({retrieved} retrieved)" in shown
+
+
 def test_bad_input_is_named() -> None:
     with pytest.raises(AdaptiveRAGError, match="Expected a compiled LangGraph graph"):
         record_run("dragin", QUESTION)  # type: ignore[arg-type]
