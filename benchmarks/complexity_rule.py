@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from langchain_adaptive_rag.complexity import rule_complexity
+from langchain_adaptive_rag.graphs.complexity import rule_complexity
 
 SAMPLES: dict[str, tuple[str, str]] = {
     "NQ": ("nq/nq_adarag_dev500_qa.jsonl", "B"),

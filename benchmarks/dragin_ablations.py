@@ -31,7 +31,7 @@ from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
 from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import config_class, create_adaptive_rag_graph, display_name
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 
 TABLE_4 = ("fix_length", "fix_sentence", "flare", "dragin")

@@ -159,7 +159,7 @@ def main() -> None:
                 range(args.rounds), (1, args.concurrency)
             ):  # alternately, so a slow spell of the machine hits both
                 out = Path(tmp) / f"{method}-{concurrency}-{round_}"
-                engine = model.engine
+                engine = model.scheduler
                 before = _counts(engine)
                 start = time.perf_counter()
                 evaluate_method(
@@ -180,7 +180,7 @@ def main() -> None:
                     first = got
                 else:
                     agreements.append(compare_records(first, got))
-                after = _counts(model.engine)
+                after = _counts(model.scheduler)
                 if concurrency > 1:
                     loops, requests = after[0] - before[0], after[1] - before[1]
             rates = [len(test) / statistics.median(seconds_at[c]) for c in (1, args.concurrency)]

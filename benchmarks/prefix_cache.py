@@ -138,8 +138,8 @@ def main() -> None:
                     records.append(comparable(out))
                     if chat.prefix_cache is not None:
                         share = chat.prefix_cache.stats.reused_share
-                    if chat.engine is not None:
-                        chat.engine.close()
+                    if chat.scheduler is not None:
+                        chat.scheduler.close()
                 print(
                     f"| {display_name(method)} | {concurrency} | {rates[0]:.2f} | "
                     f"{rates[1]:.2f} | {rates[1] / rates[0]:.2f}x | {share:.0%} | "

@@ -72,8 +72,8 @@ def answer(
     start = time.perf_counter()
     evaluate_method(chat, retriever, method, test, out, concurrency=concurrency, **common)  # type: ignore[arg-type]
     rate = len(test) / (time.perf_counter() - start)
-    if chat.engine is not None:
-        chat.engine.close()
+    if chat.scheduler is not None:
+        chat.scheduler.close()
     return rate, comparable(out)
 
 

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 import torch
 from langchain_core.retrievers import BaseRetriever
 
+from langchain_adaptive_rag.graphs.policy import TraceModel
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
-from langchain_adaptive_rag.policy import TraceModel
 from langchain_adaptive_rag.toyworld import (
     load_toy_model,
     toy_corpus,

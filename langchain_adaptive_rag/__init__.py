@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from langchain_adaptive_rag.lazy_exports import lazy_exports
+from langchain_adaptive_rag.lazy_exports import (
+    MOVED_MODULES,
+    install_moved_modules,
+    lazy_exports,
+)
 
 if TYPE_CHECKING:
     from langchain_adaptive_rag.chat_models import ChatTransformers
@@ -45,12 +49,12 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
     from langchain_adaptive_rag.graphs.flare import FLAREConfig
     from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
+    from langchain_adaptive_rag.graphs.policy import MethodConfig
     from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
     from langchain_adaptive_rag.graphs.self_rag import SelfRAGConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
     from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions, GenerationTrace
-    from langchain_adaptive_rag.policy import MethodConfig
     from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
     from langchain_adaptive_rag.retrievers import (
         BM25Retriever,
@@ -96,8 +100,8 @@ _EXPORTS: dict[str, str] = {
     "FixSentenceConfig": "langchain_adaptive_rag.graphs.fixed",
     "FLAREConfig": "langchain_adaptive_rag.graphs.flare",
     "IRCoTConfig": "langchain_adaptive_rag.graphs.ircot",
-    "MethodConfig": "langchain_adaptive_rag.policy",
-    "GenerationConfig": "langchain_adaptive_rag.policy",  # the old name: it warns
+    "MethodConfig": "langchain_adaptive_rag.graphs.policy",
+    "GenerationConfig": "langchain_adaptive_rag.graphs.policy",  # the old name: it warns
     "CaptureOptions": "langchain_adaptive_rag.options",
     "DecodingOptions": "langchain_adaptive_rag.options",
     "GenerationTrace": "langchain_adaptive_rag.options",
@@ -172,3 +176,4 @@ __version__ = "0.1.0"
 
 
 __getattr__, __dir__ = lazy_exports("langchain_adaptive_rag", _EXPORTS, globals(), __all__)
+install_moved_modules(MOVED_MODULES)

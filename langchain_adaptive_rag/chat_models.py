@@ -6,6 +6,7 @@ import asyncio
 import functools
 import numbers
 import threading
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
@@ -543,9 +544,20 @@ class ChatTransformers(BaseChatModel):
         return self._local.decode(request, self, stream=stream)
 
     @property
-    def engine(self) -> Scheduler | None:
+    def scheduler(self) -> Scheduler | None:
         """The scheduler joining concurrent calls (made by the first batched call)."""
         return self._local.started_scheduler
+
+    @property
+    def engine(self) -> Scheduler | None:
+        """The old name of ``scheduler``: it warns, and goes in a later release."""
+        warnings.warn(
+            "ChatTransformers.engine is now ChatTransformers.scheduler; the old name will "
+            "be removed in a later release. Fix: read llm.scheduler.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.scheduler
 
     # -- LangChain chat model API -----------------------------------------------------
 

@@ -4,27 +4,34 @@
 [`CaptureOptions`][] (which internal signals are read) go in; a
 [`GenerationTrace`][] per sample comes out, and [`TokenEvent`][]s stream while it
 decodes. These types are shared by [`ChatTransformers`][], the served models and the
-graphs; the engine reads them and nothing here reads the engine.
+graphs; the engine reads them and nothing here reads the engine. [`TraceModel`][] is
+what the graphs need of a model, and [`GraphModel`][] what a graph takes as one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseLanguageModel
 
 __all__ = [
     "CaptureOptions",
     "DecodingOptions",
     "FinishReason",
     "GenerationTrace",
+    "GraphModel",
     "HiddenPosition",
     "HiddenSite",
     "SignalDistribution",
     "TokenEvent",
+    "TraceModel",
     "capture_covers",
     "capture_union",
 ]
@@ -251,3 +258,44 @@ class TokenEvent:
     entropy: float
     top_token_ids: tuple[int, ...] = ()
     top_logprobs: tuple[float, ...] = ()
+
+
+class TraceModel(Protocol):
+    """What the graphs need from a model ([`ChatTransformers`][] or a test double)."""
+
+    @property
+    def decoding(self) -> DecodingOptions:
+        """The model's own decoding settings (the graphs change budget and stops only)."""
+        ...
+
+    def generate_trace(
+        self,
+        prompt: str,
+        *,
+        decoding: DecodingOptions | None = None,
+        capture: CaptureOptions | None = None,
+        n: int = 1,
+        include_greedy: bool = False,
+        on_token: Callable[[TokenEvent], None] | None = None,
+    ) -> list[GenerationTrace]:
+        """Generate from a completion prompt; see ``ChatTransformers.generate_trace``."""
+        ...
+
+    @property
+    def attention_available(self) -> bool:
+        """Whether attention rows can be captured."""
+        ...
+
+    def check_attention(self, layer: int) -> None:
+        """Fail, naming the fix, unless the attention rows of ``layer`` can be captured."""
+        ...
+
+    def check_hidden(self, layer: int, site: HiddenSite) -> None:
+        """Fail, naming the fix, unless the hidden state at ``layer``/``site`` exists."""
+        ...
+
+
+GraphModel: TypeAlias = "TraceModel | BaseLanguageModel[Any]"
+"""What a graph takes as its model: [`ChatTransformers`][] (or another
+[`TraceModel`][]), or any LangChain chat model or LLM, run as a
+[`ServedModel`][]."""

@@ -16,6 +16,7 @@ background thread, and at most ``max_abandoned_calls`` of them run at once per g
 from __future__ import annotations
 
 import contextvars
+import inspect
 import math
 import random
 import threading
@@ -39,6 +40,7 @@ __all__ = [
     "call_retriever",
     "is_transient_retriever_error",
     "retry_rule",
+    "takes_k",
     "to_documents",
 ]
 
@@ -46,6 +48,34 @@ __all__ = [
 Retriever = Runnable[str, list[Document]]
 """A LangChain retriever (``BaseRetriever``), or a runnable that takes the query and
 returns its documents (``retriever.with_retry()``, ``retriever.with_config(...)``)."""
+
+
+def takes_k(retriever: object) -> bool:
+    """Whether the retriever (or the retriever a runnable wraps) takes a per-call ``k``.
+
+    LangChain hands ``invoke``'s keyword arguments to the retriever's
+    ``_get_relevant_documents``: one that names a ``k`` parameter (this package's BM25
+    and Elasticsearch retrievers, or a user's own) returns as many documents as a
+    method's ``retrieve_topk`` asks for. Others are called with the query alone and
+    return what they are configured to (``search_kwargs={"k": ...}``). Wrappers such as
+    ``retriever.with_retry()`` are looked through (their ``bound``).
+
+    Args:
+        retriever: The graph's retriever.
+
+    Returns:
+        Whether the graph passes ``k`` to its calls.
+    """
+    while retriever is not None:
+        method = getattr(retriever, "_get_relevant_documents", None)
+        if callable(method):
+            parameter = inspect.signature(method).parameters.get("k")
+            return parameter is not None and parameter.kind in (
+                inspect.Parameter.KEYWORD_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            )
+        retriever = getattr(retriever, "bound", None)
+    return False
 
 
 class RetrieverTimeoutError(TimeoutError):

@@ -113,6 +113,11 @@ class RetrievalDecision(TypedDict):
     """The need score at the trigger, or the one nearest the threshold when none fired."""
     threshold: float | None
     """The threshold it was compared with (``None`` for methods without one)."""
+    signal: NotRequired[str | None]
+    """The per-token signal ``score`` is a value of (``"rind"``, ``"probability"``,
+    ``"uncertainty"``), as the method declares it; ``None``: a score of no single token."""
+    direction: NotRequired[str]
+    """``"above"``: a score over the threshold retrieves; ``"below"``: one under it."""
     note: str
     """``""``, or what the run should know (an unparseable decision, a retriever error)."""
 
@@ -189,7 +194,12 @@ class AdaptiveRAGOutput(TypedDict):
 
 
 class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
-    """Input, output and the private channels the nodes share."""
+    """Input, output and the private channels every method's nodes share.
+
+    A method with channels of its own declares them in a subclass of this state, which
+    its policy names as its ``state_schema`` (DRAGIN's ``DRAGINState``: RIND's words and
+    sentences), and resets them for a new run in its ``fresh_channels``.
+    """
 
     history: NotRequired[list[BaseMessage]]
     """The earlier turns this run shows the model: ``chat_history`` and the thread's own
@@ -201,30 +211,10 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     (``Policy.answer_ended``): accepted whole, it finishes the run."""
     draft_tokens: NotRequired[list[str]]
     """Token pieces of the draft."""
-    draft_token_ids: NotRequired[list[int]]
-    """Their token ids, where a method reads tokens by id (Self-RAG's reflection tokens)."""
     draft_logprobs: NotRequired[list[float]]
     """Their log-probabilities."""
     draft_entropies: NotRequired[list[float]]
     """Their entropies."""
-    draft_uncertainty: NotRequired[float]
-    """The draft's uncertainty where the method measures it while drafting (SeaKR's
-    ``U``)."""
-    draft_attention: NotRequired[list[float]]
-    """Attention each draft token received (DRAGIN's RIND attention, before word sums)."""
-    reflection_logprobs: NotRequired[dict[str, float]]
-    """Self-RAG: ``log p`` of ``[Retrieval]`` and ``[No Retrieval]`` at the draft's first
-    position."""
-    segments: NotRequired[list[dict[str, Any]]]
-    """Self-RAG: one segment per retrieved passage, with its text and scores (``doc_id``,
-    ``text``, ``score``, ``sequence``, ``relevance``, ``support``, ``utility``)."""
-    draft_words: NotRequired[list[ScoredWord]]
-    """Words of the draft with a method's score (DRAGIN: RIND ``s(w)``)."""
-    draft_sentences: NotRequired[list[list[int]]]
-    """Word ranges ``[start, end)`` of the draft's sentences."""
-    draft_sentence_texts: NotRequired[list[str]]
-    """The draft's sentences as text, where a method splits them so (DRAGIN's reference
-    mode: spaCy's sentences, stripped)."""
     decision: NotRequired[RetrievalDecision]
     """The latest ``score_need`` decision."""
     query_inputs: NotRequired[dict[str, QueryInput]]
@@ -234,8 +224,6 @@ class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):
     """The query of the retrieval being carried out."""
     docs: NotRequired[list[RetrievedDoc]]
     """Documents for the next generation."""
-    kept_docs: NotRequired[list[RetrievedDoc]]
-    """Documents a method keeps across rounds (SeaKR accumulates up to ``max_docs``)."""
     rerank_order: NotRequired[list[int] | None]
     """Retriever ranks kept by the re-ranker."""
     last_accepted: NotRequired[str]

@@ -40,7 +40,8 @@ from langchain_adaptive_rag.graphs import (
     create_adaptive_rag_graph,
     policy_class,
 )
-from langchain_adaptive_rag.policy import MethodConfig, TraceModel
+from langchain_adaptive_rag.graphs.policy import MethodConfig
+from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 
 __all__ = [

@@ -61,7 +61,7 @@ from langchain_adaptive_rag.evaluation.summary import (
     write_table,
 )
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
-from langchain_adaptive_rag.policy import TraceModel
+from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.served.loading import is_served_spelling, load_served_model
 
 __all__ = [

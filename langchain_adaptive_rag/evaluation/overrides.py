@@ -23,7 +23,7 @@ from typing import Literal, TypeVar, Union, get_args, get_origin
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import config_class
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 
 __all__ = ["config_class_for", "config_to_dict", "parse_config_overrides"]
 

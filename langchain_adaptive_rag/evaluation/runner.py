@@ -60,7 +60,8 @@ from langchain_adaptive_rag.evaluation.summary import (
     write_table,
 )
 from langchain_adaptive_rag.graphs import Method, create_adaptive_rag_graph
-from langchain_adaptive_rag.policy import MethodConfig, TraceModel
+from langchain_adaptive_rag.graphs.policy import MethodConfig
+from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import AdaptiveRAGInput
 

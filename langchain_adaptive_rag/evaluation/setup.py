@@ -24,7 +24,7 @@ from langchain_adaptive_rag.exemplars import (
     dataset_prompts,
 )
 from langchain_adaptive_rag.graphs import Method
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import (
     BM25Retriever,

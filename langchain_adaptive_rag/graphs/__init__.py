@@ -2,38 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+import importlib
+from typing import TypeAlias
 
 from langgraph.types import Checkpointer
 
+from langchain_adaptive_rag.catalogue import METHODS
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.adaptive_rag import (
     AdaptiveRAGRouter,
     create_adaptive_rag_router_graph,
 )
-from langchain_adaptive_rag.graphs.dragin import DRAGINPolicy, create_dragin_graph
+from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import (
-    FixLengthPolicy,
-    FixSentencePolicy,
-    NoRetrievalPolicy,
-    SingleRoundPolicy,
     create_fix_length_graph,
     create_fix_sentence_graph,
     create_no_retrieval_graph,
     create_single_round_graph,
 )
-from langchain_adaptive_rag.graphs.flare import FLAREPolicy, create_flare_graph
-from langchain_adaptive_rag.graphs.ircot import IRCoTPolicy, create_ircot_graph
-from langchain_adaptive_rag.graphs.seakr import SeaKRPolicy, create_seakr_graph
-from langchain_adaptive_rag.graphs.self_rag import SelfRAGPolicy, create_self_rag_graph
+from langchain_adaptive_rag.graphs.flare import create_flare_graph
+from langchain_adaptive_rag.graphs.ircot import create_ircot_graph
+from langchain_adaptive_rag.graphs.policy import MethodConfig, MethodFacts, Policy
+from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
+from langchain_adaptive_rag.graphs.self_rag import create_self_rag_graph
 from langchain_adaptive_rag.graphs.ta_are import (
-    TAAREPolicy,
-    VanillaPolicy,
     create_ta_are_graph,
     create_vanilla_graph,
 )
-from langchain_adaptive_rag.policy import GraphModel, MethodConfig, MethodFacts, Policy
+from langchain_adaptive_rag.options import GraphModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 
@@ -60,39 +57,23 @@ __all__ = [
     "policy_class",
 ]
 
-Method = Literal[
-    "no_retrieval",
-    "single_round",
-    "fix_length",
-    "fix_sentence",
-    "ircot",
-    "adaptive_rag",
-    "flare",
-    "dragin",
-    "seakr",
-    "self_rag",
-    "vanilla",
-    "ta_are",
-]
-"""Every method's id: wo-RAG, SR-RAG, FL-RAG, FS-RAG, IRCoT, Adaptive-RAG, FLARE, DRAGIN,
-SeaKR, Self-RAG, and Vanilla and TA-ARE prompting, in the order tables show them."""
+Method: TypeAlias = str
+"""A method's id: one of [`AVAILABLE_METHODS`][] (``"dragin"``, ``"flare"``, ...)."""
 
-_METHOD_CLASSES: tuple[type[MethodFacts], ...] = (
-    NoRetrievalPolicy,
-    SingleRoundPolicy,
-    FixLengthPolicy,
-    FixSentencePolicy,
-    IRCoTPolicy,
-    AdaptiveRAGRouter,
-    FLAREPolicy,
-    DRAGINPolicy,
-    SeaKRPolicy,
-    SelfRAGPolicy,
-    VanillaPolicy,
-    TAAREPolicy,
-)
-_METHODS: dict[str, type[MethodFacts]] = {method.name: method for method in _METHOD_CLASSES}
 
+def _load_facts(method: str, where: str) -> type[MethodFacts]:
+    """The class ``module:Class`` names, checked to carry ``method``'s facts."""
+    module, _, name = where.partition(":")
+    facts = getattr(importlib.import_module(module), name)
+    if not (isinstance(facts, type) and issubclass(facts, MethodFacts)) or facts.name != method:
+        msg = f"catalogue.METHODS[{method!r}] = {where!r} is not that method's policy class."
+        raise AdaptiveRAGError(msg)
+    return facts
+
+
+_METHODS: dict[str, type[MethodFacts]] = {
+    method: _load_facts(method, where) for method, where in METHODS.items()
+}
 AVAILABLE_METHODS: tuple[str, ...] = tuple(_METHODS)
 """Methods this version builds (all of [`Method`][])."""
 
@@ -173,14 +154,7 @@ def create_adaptive_rag_graph(
         AdaptiveRAGError: For an unknown or not yet available method, or a config of the
             wrong class.
     """
-    if method not in _METHODS:
-        known = "known" if method in get_args(Method) else "unknown"
-        msg = (
-            f"method={method!r} is {known} but not available in this version. Expected one "
-            f"of {list(AVAILABLE_METHODS)}."
-        )
-        raise AdaptiveRAGError(msg)
-    facts = _METHODS[method]
+    facts = policy_class(method)
     expected = facts.config_class
     chosen = config if config is not None else expected()
     if not isinstance(chosen, expected):

@@ -5,17 +5,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Checkpointer
 
-from langchain_adaptive_rag.call_config import context_schema
 from langchain_adaptive_rag.cancellation import run_in_thread
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
-from langchain_adaptive_rag.nodes import (
+from langchain_adaptive_rag.graphs._nodes import (
     Node,
     make_continue_generation_node,
     make_draft_node,
@@ -25,14 +23,22 @@ from langchain_adaptive_rag.nodes import (
     make_retrieve_node,
     make_score_need_node,
 )
-from langchain_adaptive_rag.policy import GraphModel, Policy, RunContext
+from langchain_adaptive_rag.graphs.call_config import context_schema
+from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
+from langchain_adaptive_rag.graphs.policy import NEED_ROUTES, NeedRoute, Policy, RunContext
+from langchain_adaptive_rag.options import GraphModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
-from langchain_adaptive_rag.routing import route_after_continue, route_after_score_need
 from langchain_adaptive_rag.served.model import as_trace_model
 from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, AdaptiveRAGState
 
-__all__ = ["AdaptiveRAGGraph", "build_adaptive_rag_graph", "graph_node"]
+__all__ = [
+    "AdaptiveRAGGraph",
+    "build_adaptive_rag_graph",
+    "graph_node",
+    "route_after_continue",
+    "route_after_score_need",
+]
 
 try:  # how LangGraph builds a node from a function (an internal module of LangGraph 1.x)
     from langgraph._internal._runnable import RunnableCallable as _NodeRunnable
@@ -98,7 +104,7 @@ def build_adaptive_rag_graph(
         enclosing_fields=frozenset(enclosing_fields),
     )
     graph = StateGraph(
-        AdaptiveRAGState,
+        _state_schema(policy),
         context_schema=context_schema(type(policy.config)),
         input_schema=AdaptiveRAGInput,
         output_schema=AdaptiveRAGOutput,
@@ -117,26 +123,46 @@ def build_adaptive_rag_graph(
         graph.add_node(node_name, graph_node(node_name, action, executor))  # type: ignore[arg-type]
     graph.add_edge(START, "draft")
     graph.add_edge("draft", "score_need")
-    graph.add_conditional_edges(
-        "score_need",
-        route_after_score_need,
-        {
-            "formulate_query": "formulate_query",
-            "continue_generation": "continue_generation",
-            "draft": "draft",
-            "finalize": "finalize",
-        },
-    )
+    graph.add_conditional_edges("score_need", route_after_score_need, list(NEED_ROUTES))
     graph.add_edge("formulate_query", "retrieve")
     graph.add_edge("retrieve", "rerank")
     graph.add_edge("rerank", "continue_generation")
-    graph.add_conditional_edges(
-        "continue_generation", route_after_continue, {"draft": "draft", "finalize": "finalize"}
-    )
+    graph.add_conditional_edges("continue_generation", route_after_continue, ["draft", "finalize"])
     graph.add_edge("finalize", END)
     compiled = graph.compile(checkpointer=checkpointer, name=name or policy.name)
     compiled.__class__ = AdaptiveRAGGraph  # LangGraph's compiled graph, with its tool
     return compiled  # type: ignore[return-value]
+
+
+def _state_schema(policy: Policy) -> type[AdaptiveRAGState]:
+    """The policy's state schema, checked to hold every shared channel."""
+    schema = policy.state_schema
+    shared = AdaptiveRAGState.__required_keys__ | AdaptiveRAGState.__optional_keys__
+    own = getattr(schema, "__required_keys__", frozenset()) | getattr(
+        schema, "__optional_keys__", frozenset()
+    )
+    if not shared <= own:
+        msg = (
+            f"{type(policy).__name__}.state_schema is {schema!r}, which lacks the shared "
+            f"channels {sorted(shared - own)}. Expected a TypedDict subclass of "
+            "AdaptiveRAGState: class MyState(AdaptiveRAGState): ..."
+        )
+        raise AdaptiveRAGError(msg)
+    return schema
+
+
+def route_after_score_need(state: AdaptiveRAGState) -> NeedRoute:
+    """The node the policy's decision names (``route``): retrieve, continue, draft, finalize."""
+    route = state.get("route") or "finalize"
+    if route not in NEED_ROUTES:
+        msg = f"score_need set route={route!r}; expected one of {list(NEED_ROUTES)}."
+        raise AdaptiveRAGError(msg)
+    return route  # type: ignore[return-value]
+
+
+def route_after_continue(state: AdaptiveRAGState) -> Literal["draft", "finalize"]:
+    """Draft again until generation is over."""
+    return "finalize" if state.get("finished", False) else "draft"
 
 
 def graph_node(name: str, action: Node, executor: Executor | None) -> Runnable[Any, Any] | Node:

@@ -35,23 +35,23 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Checkpointer, Overwrite
 from typing_extensions import NotRequired
 
-from langchain_adaptive_rag.call_config import call_overrides, context_schema
-from langchain_adaptive_rag.complexity import (
-    Complexity,
-    complexity_prompt,
-    read_complexity,
-    rule_complexity,
-)
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import (
     AdaptiveRAGGraph,
     build_adaptive_rag_graph,
     graph_node,
 )
+from langchain_adaptive_rag.graphs._nodes import start_of_run
+from langchain_adaptive_rag.graphs.call_config import call_overrides, context_schema
+from langchain_adaptive_rag.graphs.complexity import (
+    Complexity,
+    complexity_prompt,
+    read_complexity,
+    rule_complexity,
+)
 from langchain_adaptive_rag.graphs.fixed import NoRetrievalPolicy, SingleRoundPolicy
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig, IRCoTPolicy, IRCoTReader
-from langchain_adaptive_rag.nodes import start_of_run
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     MethodFacts,

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 import numpy as np
 from langgraph.types import Checkpointer
+from typing_extensions import NotRequired
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs._streaming import token_stream
+from langchain_adaptive_rag.graphs.policy import (
     MethodConfig,
     Policy,
     RunContext,
@@ -39,11 +40,13 @@ from langchain_adaptive_rag.policy import (
     bump,
     retrieval_decision,
 )
-from langchain_adaptive_rag.pos import content_flags, load_pos_tagger, load_sentence_splitter
+from langchain_adaptive_rag.graphs.pos import content_flags, load_pos_tagger, load_sentence_splitter
+from langchain_adaptive_rag.graphs.query_formulation import context_before_trigger, context_query
+from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
-from langchain_adaptive_rag.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
+    RINDTrigger,
     Word,
     aggregate_words,
     attention_received,
@@ -56,8 +59,7 @@ from langchain_adaptive_rag.signals import (
     rind_trigger,
     word_sentences,
 )
-from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
-from langchain_adaptive_rag.streaming import token_stream
+from langchain_adaptive_rag.state import AdaptiveRAGState, QueryInput, RetrievedDoc, ScoredWord
 from langchain_adaptive_rag.token_signals import AttentionMatrix
 
 __all__ = [
@@ -104,7 +106,7 @@ class DRAGINConfig(MethodConfig):
     """What a retrieval asks [``query_formulation``], the DRAGIN paper's Table 6: ``qfs``
     (QFS, the code's ``real_words``), or a query from the context before the triggering
     sentence (question, accepted text, the draft's earlier sentences; see
-    [`ContextQuery`][langchain_adaptive_rag.query_formulation.ContextQuery]): its last
+    [`ContextQuery`][langchain_adaptive_rag.graphs.query_formulation.ContextQuery]): its last
     sentence, its last ``query_top_n`` tokens (the code's ``retrieve_keep_top_k`` counts
     both), or all of it. RIND decides when, whichever query is asked."""
     attention_mode: Literal["reference", "inline"] = "reference"
@@ -142,7 +144,7 @@ class DRAGINConfig(MethodConfig):
       by the question (paper).
 
     Parts of speech come from ``spacy_model`` when it is installed; otherwise spaCy's
-    English stop-word list stands in (see ``langchain_adaptive_rag.pos``)."""
+    English stop-word list stands in (see ``langchain_adaptive_rag.graphs.pos``)."""
     spacy_model: str | None = "en_core_web_sm"
     """spaCy pipeline whose part-of-speech tags pick content words in reference mode (the
     DRAGIN code's ``en_core_web_sm``), used when installed; ``None``: the stop-word list."""
@@ -158,6 +160,25 @@ class DRAGINConfig(MethodConfig):
                 raise AdaptiveRAGError(msg)
 
 
+class DRAGINState(AdaptiveRAGState):
+    """The graph state of DRAGIN: the shared channels and its own."""
+
+    draft_attention: NotRequired[list[float]]
+    """Attention each draft token received (DRAGIN's RIND attention, before word sums)."""
+    draft_words: NotRequired[list[ScoredWord]]
+    """Words of the draft with a method's score (DRAGIN: RIND ``s(w)``)."""
+    draft_sentences: NotRequired[list[list[int]]]
+    """Word ranges ``[start, end)`` of the draft's sentences."""
+    draft_sentence_texts: NotRequired[list[str]]
+    """The draft's sentences as text, where a method splits them so (DRAGIN's reference
+    mode: spaCy's sentences, stripped)."""
+
+
+def _own(state: AdaptiveRAGState) -> DRAGINState:
+    """``state`` read with DRAGIN's own channels."""
+    return cast(DRAGINState, state)
+
+
 class DRAGINPolicy(Policy):
     """RIND decides when, QFS decides what."""
 
@@ -165,9 +186,16 @@ class DRAGINPolicy(Policy):
     display_name = "DRAGIN"
     config_class = DRAGINConfig
     threshold_field = "theta"
+    threshold_signal = "rind"
+    threshold_direction = "above"
     colour = "#d62728"
     needs_attention = True
     config: DRAGINConfig
+    state_schema = DRAGINState
+
+    def fresh_channels(self) -> dict[str, object]:
+        """DRAGIN's own channels at a run's start."""
+        return {"draft_words": [], "draft_sentences": [], "draft_sentence_texts": []}
 
     @property
     def attention_layer(self) -> int:
@@ -176,43 +204,64 @@ class DRAGINPolicy(Policy):
 
     def draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate a look-ahead and score each of its words with RIND."""
-        inline = self.config.attention_mode == "inline"
-        reference = self.config.mode == "reference"
-        if reference:  # the code: the whole budget, no stop string, its prompt spacing
-            trace = self._generate_unstopped(ctx, state, (), "", attention=inline)
-        else:
-            trace = self.generate(ctx, state, (), attention=inline)
+        if self.config.mode == "reference":
+            return self._reference_draft(ctx, state)
+        trace = self.generate(ctx, state, (), attention=self._inline)
         tokens = list(trace.tokens)
-        if inline and trace.attention is not None:
-            start = trace.num_prompt_tokens
-            block = trace.attention[:, start : start + trace.num_tokens]
-            received = attention_received(block, "later_rows")
-        elif tokens:
-            matrix = self._model(ctx).forward_attention(
-                [int(i) for i in trace.token_ids], layer=self.config.attention_layer
-            )
-            received = attention_received(matrix.weights, "all_rows_head_mean")
-        else:
-            received = np.zeros(0)
-        words = merge_tokens_into_words(tokens, split_after_newline=not reference)
-        sentence_texts: list[str] = []
-        if reference:  # the code's sentences (spaCy) and its word ranges for them
-            sentence_texts = load_sentence_splitter(self.config.spacy_model)(trace.text)
-            # every sentence is scored, the answer's too: "the answer is" only ends the loop
-            sentences = reference_sentence_spans(sentence_texts, [w.text for w in words])
-        else:
-            sentences = word_sentences(words, tokens)
-        content = self._content(words, tokens, sentences, sentence_texts)
+        words = merge_tokens_into_words(tokens)
+        sentences = word_sentences(words, tokens)
+        content = [is_content_word(w.text) for w in words]
+        return self._scored_draft(ctx, state, trace, words, sentences, content, content, [])
+
+    def _reference_draft(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """The DRAGIN code's draft, its sentences and its content words.
+
+        The whole budget, no stop string, its prompt spacing; spaCy's sentences, every
+        word scored and content words chosen by part of speech afterwards (the answer's
+        sentence is scored too: the marker only ends the loop).
+        """
+        trace = self._generate_unstopped(ctx, state, (), "", attention=self._inline)
+        words = merge_tokens_into_words(list(trace.tokens), split_after_newline=False)
+        sentence_texts = load_sentence_splitter(self.config.spacy_model)(trace.text)
+        sentences = reference_sentence_spans(sentence_texts, [w.text for w in words])
+        tagger = load_pos_tagger(self.config.spacy_model)
+        content = [False] * len(words)
+        for (start, end), text in zip(sentences, sentence_texts, strict=False):
+            texts = [w.text for w in words[start:end]]
+            content[start:end] = content_flags(texts, text, tagger)
+        scored = [True] * len(words)  # filtered by content after the trigger is found
+        return self._scored_draft(
+            ctx, state, trace, words, sentences, scored, content, sentence_texts
+        )
+
+    @property
+    def _inline(self) -> bool:
+        """Whether attention is read during generation (``attention_mode="inline"``)."""
+        return self.config.attention_mode == "inline"
+
+    def _scored_draft(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        trace: GenerationTrace,
+        words: list[Word],
+        sentences: list[tuple[int, int]],
+        scored: list[bool],
+        content: list[bool],
+        sentence_texts: list[str],
+    ) -> dict[str, object]:
+        """The draft's update: RIND ``s(w)`` of each word (``scored`` ones; others 0)."""
+        received = self._attention_received(ctx, trace)
         scores = rind_scores(
             aggregate_words(trace.entropies, words, "mean") if words else np.zeros(0),
             aggregate_words(received, words, "sum") if words else np.zeros(0),
-            [True] * len(words) if reference else content,  # reference: filtered after
+            scored,
             sentences,
         )
         return {
             "draft": trace.text,
             "draft_ended": self.answer_ended(ctx, trace),
-            "draft_tokens": tokens,
+            "draft_tokens": list(trace.tokens),
             "draft_logprobs": [float(x) for x in trace.logprobs],
             "draft_entropies": [float(x) for x in trace.entropies],
             "draft_attention": [float(x) for x in received],
@@ -227,98 +276,109 @@ class DRAGINPolicy(Policy):
             ),
         }
 
+    def _attention_received(self, ctx: RunContext, trace: GenerationTrace) -> np.ndarray:
+        """Attention each draft token received from the later ones (RIND's ``a``)."""
+        if self._inline and trace.attention is not None:
+            start = trace.num_prompt_tokens
+            block = trace.attention[:, start : start + trace.num_tokens]
+            return attention_received(block, "later_rows")
+        if trace.num_tokens:
+            matrix = self._model(ctx).forward_attention(
+                [int(i) for i in trace.token_ids], layer=self.config.attention_layer
+            )
+            return attention_received(matrix.weights, "all_rows_head_mean")
+        return np.zeros(0)
+
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Find the first sentence whose RIND exceeds theta; accept the text before it."""
-        words = state.get("draft_words", [])
+        words = _own(state).get("draft_words", [])
         tokens = state.get("draft_tokens", [])
-        sentences = [(int(s[0]), int(s[1])) for s in state.get("draft_sentences", [])]
+        sentences = [(int(s[0]), int(s[1])) for s in _own(state).get("draft_sentences", [])]
         scores = np.array([float(w["score"]) for w in words])
         trigger = rind_trigger(scores, sentences, self.config.theta)
         step = state.get("step", 0) + 1
-        reference = self.config.mode == "reference"
-        update: dict[str, object] = {}
         if trigger is None:
-            if reference:  # the code: text.strip() + " " + the whole draft, stripped
-                text = state.get("text", "")
-                update = self._accept_reference(
-                    ctx, state, f"{text.strip()} {state.get('draft', '').strip()}", len(tokens)
-                )
-            else:
-                update = self.accept_draft(ctx, state)
-            update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
-            update["decision"] = retrieval_decision(
+            decision = retrieval_decision(
                 step,
                 retrieve=False,
                 score=float(scores.max()) if scores.size else None,
                 threshold=self.config.theta,
             )
-            return update
-        first = trigger.words[0]
+            return self.without_retrieval(self._accept_whole(ctx, state), step, decision)
+        if self.config.mode == "reference":
+            return self._reference_retrieval(ctx, state, trigger, sentences, step)
         sentence_start = int(words[trigger.sentence[0]]["start"])
-        trigger_start = int(words[first]["start"])
+        trigger_start = int(words[trigger.words[0]]["start"])
         cut = sentence_start if self.config.truncate_at == "sentence" else trigger_start
-        hits = [i for i in trigger.words if bool(words[i].get("content", True))]
-        if not reference:
-            hits = list(trigger.words)  # non-content words scored 0 already
-        text_before = state.get("text", "")
+        update = self.accept(ctx, state, "".join(tokens[:cut]), cut) if cut else {}
         earlier = "".join(tokens[:sentence_start])
-        if reference:  # the text stays as it is until the regenerated sentence joins it
-            index = sentences.index(trigger.sentence)
-            earlier = " ".join(state.get("draft_sentence_texts", [])[:index])
-        elif cut:
-            update = self.accept(ctx, state, "".join(tokens[:cut]), cut)
+        hits = list(trigger.words)  # the non-content words were scored 0
+        return self._retrieval(state, trigger, hits, cut, earlier, update, step)
+
+    def _accept_whole(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """No trigger: the draft joins the text (the code: ``text.strip() + " " + draft``)."""
+        if self.config.mode == "paper":
+            return self.accept_draft(ctx, state)
+        text = f"{state.get('text', '').strip()} {state.get('draft', '').strip()}"
+        return self._accept_reference(ctx, state, text, len(state.get("draft_tokens", [])))
+
+    def _reference_retrieval(
+        self,
+        ctx: RunContext,
+        state: AdaptiveRAGState,
+        trigger: RINDTrigger,
+        sentences: list[tuple[int, int]],
+        step: int,
+    ) -> dict[str, object]:
+        """The DRAGIN code's retrieval for the triggering sentence.
+
+        The triggering words are the sentence's content words over theta; the text
+        stays as it is until the regenerated sentence joins it, after the sentences
+        before the trigger.
+        """
+        words = _own(state).get("draft_words", [])
+        hits = [i for i in trigger.words if bool(words[i].get("content", True))]
+        index = sentences.index(trigger.sentence)
+        earlier = " ".join(_own(state).get("draft_sentence_texts", [])[:index])
+        sentence_start = int(words[trigger.sentence[0]]["start"])
+        trigger_start = int(words[trigger.words[0]]["start"])
+        cut = sentence_start if self.config.truncate_at == "sentence" else trigger_start
+        return self._retrieval(state, trigger, hits, cut, earlier, {}, step)
+
+    def _retrieval(
+        self,
+        state: AdaptiveRAGState,
+        trigger: RINDTrigger,
+        hits: list[int],
+        cut: int,
+        earlier: str,
+        update: dict[str, object],
+        step: int,
+    ) -> dict[str, object]:
+        """Retrieve for the triggering sentence (unless the text before it ended the run)."""
+        words = _own(state).get("draft_words", [])
+        tokens = state.get("draft_tokens", [])
+        trigger_start = int(words[trigger.words[0]]["start"])
         finished = bool(update.get("finished"))
-        update["decision"] = retrieval_decision(
+        decision = retrieval_decision(
             step,
             retrieve=not finished,
             score=trigger.score,
             threshold=self.config.theta,
             trigger_position=trigger_start,
-            trigger_word=str(words[first]["text"]),
+            trigger_word=str(words[trigger.words[0]]["text"]),
             trigger_words=[str(words[i]["text"]) for i in hits],
             note="the text before the trigger ended the run" if finished else "",
         )
-        if finished:
-            update.update({"route": "finalize", "step": step})
-            return update
-        update.update(
-            {
-                "route": "retrieve",
-                "step": step,
-                "finished": False,
-                "query_inputs": {
-                    "trigger_words": [str(words[i]["text"]) for i in hits],
-                    "prefix": "".join(tokens[cut:trigger_start]),
-                    "earlier": earlier,
-                    "text_before": text_before,
-                    "sentence_words": [str(words[i]["text"]) for i in range(*trigger.sentence)],
-                    "hit_offsets": [i - trigger.sentence[0] for i in hits],
-                },
-            }
-        )
-        return update
-
-    def _content(
-        self,
-        words: list[Word],
-        tokens: list[str],
-        sentences: list[tuple[int, int]],
-        sentence_texts: Sequence[str],
-    ) -> list[bool]:
-        """Content-word flags.
-
-        Reference mode: by part of speech within each sentence (its spaCy text), when the
-        spaCy model is installed, otherwise by the stop-word list; paper mode: by the
-        stop-word list.
-        """
-        if self.config.mode == "paper":
-            return [is_content_word(w.text) for w in words]
-        tagger = load_pos_tagger(self.config.spacy_model)
-        flags = [False] * len(words)
-        for (start, end), text in zip(sentences, sentence_texts, strict=False):
-            texts = [w.text for w in words[start:end]]
-            flags[start:end] = content_flags(texts, text, tagger)
-        return flags
+        query_inputs: dict[str, QueryInput] = {
+            "trigger_words": [str(words[i]["text"]) for i in hits],
+            "prefix": "".join(tokens[cut:trigger_start]),
+            "earlier": earlier,
+            "text_before": state.get("text", ""),
+            "sentence_words": [str(words[i]["text"]) for i in range(*trigger.sentence)],
+            "hit_offsets": [i - trigger.sentence[0] for i in hits],
+        }
+        return self.with_retrieval(update, step, decision, query_inputs)
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """QFS: the content words the triggering words attend to most.

@@ -15,7 +15,7 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     Policy,
@@ -23,8 +23,8 @@ from langchain_adaptive_rag.policy import (
     bump,
     retrieval_decision,
 )
+from langchain_adaptive_rag.graphs.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState
 
@@ -61,7 +61,7 @@ class RetrieveEveryRound(Policy):
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Always retrieve (no trigger, score or threshold)."""
         step = state.get("step", 0)  # the round that follows counts the step
-        return {"route": "retrieve", "decision": retrieval_decision(step + 1, retrieve=True)}
+        return {"route": "formulate_query", "decision": retrieval_decision(step + 1, retrieve=True)}
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The text accepted last round; the question in the first round."""
@@ -81,7 +81,7 @@ class SingleRoundPolicy(RetrieveEveryRound):
         if state.get("step", 0) == 0:
             return super().score_need(ctx, state)
         decision = retrieval_decision(state.get("step", 0) + 1, retrieve=False)
-        return {"route": "continue", "decision": decision}  # the same documents again
+        return {"route": "continue_generation", "decision": decision}  # the same documents again
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The question."""

@@ -26,16 +26,16 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     Policy,
     RunContext,
     retrieval_decision,
 )
-from langchain_adaptive_rag.pos import load_sentence_splitter
+from langchain_adaptive_rag.graphs.pos import load_sentence_splitter
+from langchain_adaptive_rag.graphs.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.query_formulation import context_before_trigger, context_query
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     FlareDecision,
@@ -100,7 +100,7 @@ class FLAREConfig(MethodConfig):
     """What a retrieval asks: FLARE's masked uncertain sentence, or, for the DRAGIN
     paper's comparison of timings under one query (its Table 4), the last sentence of
     the question and the accepted text, or all of it (see
-    [`ContextQuery`][langchain_adaptive_rag.query_formulation.ContextQuery]). The trigger
+    [`ContextQuery`][langchain_adaptive_rag.graphs.query_formulation.ContextQuery]). The trigger
     decides when, whichever query is asked."""
 
     def __post_init__(self) -> None:
@@ -122,12 +122,25 @@ class FLAREPolicy(Policy):
     display_name = "FLARE"
     config_class = FLAREConfig
     threshold_field = "theta"
+    threshold_signal = "probability"
+    threshold_direction = "below"
     colour = "#1f77b4"
 
     @property
     def reads_logprobs(self) -> bool:
         """FLARE's rule reads each draft token's probability."""
         return True
+
+    def threshold_reading(self) -> tuple[str | None, Literal["above", "below"]]:
+        """A token's probability under ``theta``, or for ``mean`` a sentence's score.
+
+        Returns:
+            ``("probability", "below")``, or ``(None, "above")`` under ``trigger="mean"``
+            (the sentence's ``mean(1 - p)`` over ``theta``, a score of no single token).
+        """
+        if self.config.trigger == "mean":
+            return None, "above"
+        return "probability", "below"
 
     config: FLAREConfig
 
@@ -150,18 +163,15 @@ class FLAREPolicy(Policy):
             return self._retrieve_at(
                 ctx, state, start, start + decision.position, decision.score, query
             )
-        update = self.accept_draft(ctx, state)
-        update["route"] = "finalize" if update["finished"] else "draft"
-        update["step"] = step
         scores = [
             flare_sentence_score(probs[a:b], self.config.theta, self.config.trigger).score
             for a, b in token_sentences(tokens)
         ]
         closest = (min if self.config.trigger == "any_token" else max)(scores, default=None)
-        update["decision"] = retrieval_decision(
+        record = retrieval_decision(
             step, retrieve=False, score=closest, threshold=self.config.theta
         )
-        return update
+        return self.without_retrieval(self.accept_draft(ctx, state), step, record)
 
     def _keep_unqueried(
         self,
@@ -186,8 +196,7 @@ class FLAREPolicy(Policy):
             ended=whole and state.get("draft_ended", False),
         )
         step = state.get("step", 0) + 1
-        update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
-        update["decision"] = retrieval_decision(
+        record = retrieval_decision(
             step,
             retrieve=False,
             score=decision.score,
@@ -197,7 +206,7 @@ class FLAREPolicy(Policy):
             note="every token of the uncertain sentence was masked: no query, nothing "
             "retrieved (as the FLARE code)",
         )
-        return update
+        return self.without_retrieval(update, step, record)
 
     def _retrieve_at(
         self,
@@ -218,7 +227,7 @@ class FLAREPolicy(Policy):
         update = self.accept(ctx, state, "".join(tokens[:start]), start) if start else {}
         finished = bool(update.get("finished"))
         note = "the text before the uncertain sentence ended the run" if finished else ""
-        update["decision"] = retrieval_decision(
+        decision = retrieval_decision(
             step,
             retrieve=not finished,
             score=score,
@@ -227,13 +236,7 @@ class FLAREPolicy(Policy):
             trigger_word=tokens[trigger].strip(),
             note=note,
         )
-        if finished:
-            update.update({"route": "finalize", "step": step})
-            return update
-        update.update(
-            {"route": "retrieve", "step": step, "finished": False, "query_inputs": {"query": query}}
-        )
-        return update
+        return self.with_retrieval(update, step, decision, {"query": query})
 
     def _reference_score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """``trigger="mean"`` as the DRAGIN code: its token windows and masked query."""
@@ -264,13 +267,10 @@ class FLAREPolicy(Policy):
             )
             cut = _tokens_before(tokens, starts[index])
             return self._retrieve_at(ctx, state, cut, trigger, score, query)
-        update = self.accept_draft(ctx, state)
-        update["route"] = "finalize" if update["finished"] else "draft"
-        update["step"] = step
-        update["decision"] = retrieval_decision(
+        decision = retrieval_decision(
             step, retrieve=False, score=max(scores, default=None), threshold=theta
         )
-        return update
+        return self.without_retrieval(self.accept_draft(ctx, state), step, decision)
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The masked uncertain sentence (or the configured ``query_formulation``).

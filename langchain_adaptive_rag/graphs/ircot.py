@@ -22,14 +22,16 @@ documents, every step reads the whole collection.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from langgraph.types import Checkpointer
+from typing_extensions import NotRequired
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
+from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.fixed import RetrieveEveryRound
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     RunContext,
@@ -38,7 +40,6 @@ from langchain_adaptive_rag.policy import (
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer, read_answer_as
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
-from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = ["IRCoTConfig", "IRCoTPolicy", "IRCoTReader", "create_ircot_graph"]
 
@@ -71,6 +72,18 @@ class IRCoTConfig(MethodConfig):
                 raise AdaptiveRAGError(msg)
 
 
+class IRCoTState(AdaptiveRAGState):
+    """The graph state of IRCoT: the shared channels and its own."""
+
+    kept_docs: NotRequired[list[RetrievedDoc]]
+    """The paragraphs collected so far (at most ``max_paragraphs``)."""
+
+
+def _own(state: AdaptiveRAGState) -> IRCoTState:
+    """``state`` read with IRCoT's own channels."""
+    return cast(IRCoTState, state)
+
+
 class IRCoTPolicy(RetrieveEveryRound):
     """IRCoT: one chain-of-thought sentence, one retrieval with it, paragraphs collected.
 
@@ -83,6 +96,11 @@ class IRCoTPolicy(RetrieveEveryRound):
     config_class = IRCoTConfig
     colour = "#393b79"
     config: IRCoTConfig
+    state_schema = IRCoTState
+
+    def fresh_channels(self) -> dict[str, object]:
+        """IRCoT's own channels at a run's start."""
+        return {"kept_docs": []}
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Add the retrieved paragraphs not collected yet, up to ``max_paragraphs``.
@@ -91,7 +109,7 @@ class IRCoTPolicy(RetrieveEveryRound):
             The whole collection as ``docs`` (and ``kept_docs``), and the retriever
             ranks of the paragraphs this retrieval added as ``rerank_order``.
         """
-        collected = list(state.get("kept_docs", []))
+        collected = list(_own(state).get("kept_docs", []))
         known = {doc["id"] for doc in collected}
         added: list[int] = []
         for rank, doc in enumerate(state.get("docs", [])):
@@ -121,7 +139,7 @@ class IRCoTPolicy(RetrieveEveryRound):
         """
         if self.config.reader == "none":
             return super().finalize(ctx, state)
-        collected: list[RetrievedDoc] = list(state.get("kept_docs", []))
+        collected: list[RetrievedDoc] = list(_own(state).get("kept_docs", []))
         counts = state.get("counts")
         text = ""
         if self.config.reader == "cot":

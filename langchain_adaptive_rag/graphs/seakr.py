@@ -26,15 +26,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from langgraph.types import Checkpointer
+from typing_extensions import NotRequired
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs._streaming import token_stream
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     Policy,
@@ -43,6 +44,7 @@ from langchain_adaptive_rag.policy import (
     bump,
     retrieval_decision,
 )
+from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.prompts import (
     QAPrompts,
     build_prompt,
@@ -62,7 +64,6 @@ from langchain_adaptive_rag.signals import (
     tokens_covering,
 )
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
-from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "SeaKRConfig",
@@ -215,6 +216,20 @@ class _Step:
     """Whether the greedy step ended the answer (``Policy.answer_ended``)."""
 
 
+class SeaKRState(AdaptiveRAGState):
+    """The graph state of SeaKR: the shared channels and its own."""
+
+    draft_uncertainty: NotRequired[float]
+    """The draft's uncertainty ``U``, measured while drafting."""
+    kept_docs: NotRequired[list[RetrievedDoc]]
+    """The documents kept across rounds (up to ``max_docs``)."""
+
+
+def _own(state: AdaptiveRAGState) -> SeaKRState:
+    """``state`` read with SeaKR's own channels."""
+    return cast(SeaKRState, state)
+
+
 class SeaKRPolicy(Policy):
     """Self-aware uncertainty decides when; self-aware re-ranking and reasoning decide how."""
 
@@ -222,9 +237,16 @@ class SeaKRPolicy(Policy):
     display_name = "SeaKR"
     config_class = SeaKRConfig
     threshold_field = "delta"
+    threshold_signal = "uncertainty"
+    threshold_direction = "above"
     threshold_symbol = "δ"
     colour = "#2ca02c"
     config: SeaKRConfig
+    state_schema = SeaKRState
+
+    def fresh_channels(self) -> dict[str, object]:
+        """SeaKR's own channels at a run's start."""
+        return {"kept_docs": []}
 
     def check_model(self, model: TraceModel) -> None:
         """Fail at build time unless the hidden layer exists and has the configured site.
@@ -403,10 +425,10 @@ class SeaKRPolicy(Policy):
         ``U``, as in the reference code: the final answer's uncertainty is weighed by
         self-aware reasoning in ``finalize``, not by another retrieval.
         """
-        score = state.get("draft_uncertainty")
+        score = _own(state).get("draft_uncertainty")
         uncertainty = float(score) if isinstance(score, (int, float)) else math.inf
         step = state.get("step", 0) + 1
-        kept_docs = len(state.get("kept_docs", []))
+        kept_docs = len(_own(state).get("kept_docs", []))
         answers = ctx.prompts.answer_marker in state.get("draft", "").lower()
         if uncertainty > self.config.delta and kept_docs < self.config.max_docs and not answers:
             decision = retrieval_decision(
@@ -417,11 +439,13 @@ class SeaKRPolicy(Policy):
                 trigger_position=0,
                 trigger_word=state.get("draft", "").strip(),
             )
-            return {"route": "retrieve", "step": step, "decision": decision}
-        update = self.accept_draft(ctx, state)
-        update.update({"route": "finalize" if update["finished"] else "draft", "step": step})
-        update["decision"] = retrieval_decision(
-            step, retrieve=False, score=uncertainty, threshold=self.config.delta
+            return self.with_retrieval({}, step, decision)
+        update = self.without_retrieval(
+            self.accept_draft(ctx, state),
+            step,
+            retrieval_decision(
+                step, retrieve=False, score=uncertainty, threshold=self.config.delta
+            ),
         )
         return update
 
@@ -454,7 +478,7 @@ class SeaKRPolicy(Policy):
         Candidates within ``rerank_margin`` of the lowest ``U`` are tied, and the first of
         them in the retriever's order is kept (see [`rerank_choice`][]).
         """
-        kept = list(state.get("kept_docs", []))
+        kept = list(_own(state).get("kept_docs", []))
         known = {d["id"] for d in kept}
         candidates = [
             (rank, d) for rank, d in enumerate(state.get("docs", [])) if d["id"] not in known
@@ -512,8 +536,8 @@ class SeaKRPolicy(Policy):
         sources: list[Sequence[RetrievedDoc]] = [
             [{"id": f"step-{i}", "text": step, "metadata": {}} for i, step in enumerate(steps, 1)]
         ]
-        if state.get("kept_docs"):
-            sources.append(state.get("kept_docs", []))
+        if _own(state).get("kept_docs"):
+            sources.append(_own(state).get("kept_docs", []))
         readings: list[_Reading] = []
         for docs in sources:  # the rationale first
             reading = self._read(ctx, state, docs)

@@ -10,7 +10,7 @@ Algorithm (short-form inference, the paper's Algorithm 1 with its segment scorin
 4. with retrieval, for each of the top ``K`` passages ``d`` generate a segment after
    ``[Retrieval]<paragraph>d</paragraph>`` and score it,
    ``S = p(y) + w_rel s_rel + w_sup s_sup + w_use s_use`` (see
-   [`reflection`](#langchain_adaptive_rag.reflection));
+   [`reflection`](#langchain_adaptive_rag.graphs.reflection));
 5. the answer is the segment of the highest ``S``, without its reflection tokens.
 
 In graph terms: ``draft`` is step 1, ``score_need`` step 2, ``rerank`` generates and
@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.types import Checkpointer
+from typing_extensions import NotRequired
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs._streaming import token_stream
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     Policy,
@@ -48,8 +49,7 @@ from langchain_adaptive_rag.policy import (
     bump,
     retrieval_decision,
 )
-from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.reflection import (
+from langchain_adaptive_rag.graphs.reflection import (
     RETRIEVAL_TOKENS,
     ReflectionVocabulary,
     logprobs_at,
@@ -58,10 +58,11 @@ from langchain_adaptive_rag.reflection import (
     segment_score,
     strip_reflection,
 )
+from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
+from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.served.model import ServedModel
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
-from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "SELF_RAG_PROMPT",
@@ -114,6 +115,24 @@ class SelfRAGConfig(MethodConfig):
             raise AdaptiveRAGError(msg)
 
 
+class SelfRAGState(AdaptiveRAGState):
+    """The graph state of Self-RAG: the shared channels and its own."""
+
+    draft_token_ids: NotRequired[list[int]]
+    """Their token ids, where a method reads tokens by id (Self-RAG's reflection tokens)."""
+    reflection_logprobs: NotRequired[dict[str, float]]
+    """Self-RAG: ``log p`` of ``[Retrieval]`` and ``[No Retrieval]`` at the draft's first
+    position."""
+    segments: NotRequired[list[dict[str, Any]]]
+    """Self-RAG: one segment per retrieved passage, with its text and scores (``doc_id``,
+    ``text``, ``score``, ``sequence``, ``relevance``, ``support``, ``utility``)."""
+
+
+def _own(state: AdaptiveRAGState) -> SelfRAGState:
+    """``state`` read with Self-RAG's own channels."""
+    return cast(SelfRAGState, state)
+
+
 class SelfRAGPolicy(Policy):
     """Self-RAG: the reflection tokens' probabilities decide and pick the best segment."""
 
@@ -123,6 +142,11 @@ class SelfRAGPolicy(Policy):
     colour = "#843c39"
     trained_model = "a model trained with Self-RAG's reflection tokens (selfrag/selfrag_llama2_7b)"
     config: SelfRAGConfig
+    state_schema = SelfRAGState
+
+    def fresh_channels(self) -> dict[str, object]:
+        """Self-RAG's own channels at a run's start."""
+        return {"draft_token_ids": [], "reflection_logprobs": {}, "segments": []}
 
     def check_model(self, model: TraceModel) -> None:
         """Fail unless the model's tokenizer has the reflection tokens (or it is served).
@@ -199,7 +223,7 @@ class SelfRAGPolicy(Policy):
             wrote = (
                 "[Retrieval]" in state.get("draft_tokens", [])
                 if vocabulary.by_text
-                else vocabulary.ids["[Retrieval]"] in state.get("draft_token_ids", [])
+                else vocabulary.ids["[Retrieval]"] in _own(state).get("draft_token_ids", [])
             )
             decision = retrieval_decision(
                 1,
@@ -208,7 +232,7 @@ class SelfRAGPolicy(Policy):
                 note="the model's own decision (threshold=None)",
             )
         else:
-            logprobs = state.get("reflection_logprobs", {})
+            logprobs = _own(state).get("reflection_logprobs", {})
             retrieve_lp = logprobs.get("[Retrieval]", float("nan"))
             no_retrieve_lp = logprobs.get("[No Retrieval]", float("nan"))
             if math.isnan(retrieve_lp) or math.isnan(no_retrieve_lp):  # an empty draft
@@ -224,7 +248,7 @@ class SelfRAGPolicy(Policy):
                     threshold=settings.threshold,
                     trigger_word="[Retrieval]",
                 )
-        route = "retrieve" if decision["retrieve"] else "continue"
+        route = "formulate_query" if decision["retrieve"] else "continue_generation"
         return {"route": route, "step": 1, "decision": decision, "docs": []}
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -279,7 +303,7 @@ class SelfRAGPolicy(Policy):
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Accept the best segment; without passages, generate after ``[No Retrieval]``."""
-        segments = state.get("segments") or []
+        segments = _own(state).get("segments") or []
         order = state.get("rerank_order")
         counts = state.get("counts")
         if segments and order:

@@ -24,7 +24,8 @@ from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import (
+from langchain_adaptive_rag.graphs._streaming import token_stream
+from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     Policy,
@@ -35,7 +36,6 @@ from langchain_adaptive_rag.policy import (
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState
-from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
     "DECISION_INSTRUCTION",
@@ -158,10 +158,10 @@ class VanillaPolicy(Policy):
         answer = state.get("draft", "").strip()
         if said is False:
             decision = retrieval_decision(1, retrieve=False, trigger_word=answer)
-            return {"route": "continue", "step": 1, "docs": [], "decision": decision}
+            return {"route": "continue_generation", "step": 1, "docs": [], "decision": decision}
         note = "" if said else f"unparseable decision {state.get('draft', '')!r}: retrieved"
         decision = retrieval_decision(1, retrieve=True, trigger_word=answer, note=note)
-        return {"route": "retrieve", "step": 1, "decision": decision}
+        return {"route": "formulate_query", "step": 1, "decision": decision}
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Answer, over a paragraph of the documents when there are any."""

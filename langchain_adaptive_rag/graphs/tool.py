@@ -22,7 +22,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
-from langchain_adaptive_rag.nodes import sources
+from langchain_adaptive_rag.graphs._nodes import sources
 
 __all__ = ["DEFAULT_TOOL_DESCRIPTION", "RAGToolInput", "create_rag_tool", "tool_content"]
 

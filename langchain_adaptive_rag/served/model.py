@@ -42,7 +42,7 @@ from langchain_adaptive_rag.served.requests import provider_of, request_argument
 from langchain_adaptive_rag.served.responses import read_logprobs, trace_from_response
 
 if TYPE_CHECKING:
-    from langchain_adaptive_rag.policy import TraceModel
+    from langchain_adaptive_rag.options import TraceModel
 
 __all__ = ["ServedModel", "as_trace_model", "is_transient"]
 

@@ -21,6 +21,7 @@ from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
 from langchain_adaptive_rag.graphs import (
     AVAILABLE_METHODS,
     Method,
+    config_class,
     create_adaptive_rag_graph,
     display_name,
     policy_class,
@@ -30,9 +31,10 @@ from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
-from langchain_adaptive_rag.policy import MethodConfig, TraceModel
+from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import RetrievalEvent
 from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
@@ -49,6 +51,7 @@ __all__ = [
     "run_comparison",
     "run_method",
     "summarize",
+    "toy_config",
 ]
 
 TOY_METHODS: tuple[str, ...] = tuple(
@@ -96,6 +99,30 @@ read right, and retrieving with re-ranking answers best. SeaKR runs the paper re
 at that floor the reference code's float32 ``U`` is decided by the last bits of the
 hidden states, which batching moves (by about 1e-5), so the same question would re-rank
 differently alone and in a batch (``--concurrency``)."""
+
+
+TOY_ANSWER_TOKENS = 48
+"""The answer budget on the toy world (the toy answers take at most about 40 tokens)."""
+
+
+def toy_config(method: str) -> MethodConfig:
+    """A method's configuration on the toy world.
+
+    Its [`TOY_CONFIGS`][] entry, else its defaults with the toy answer budget
+    (``generate_max_length=48``).
+
+    Args:
+        method: One of [`TOY_METHODS`][].
+
+    Returns:
+        The configuration the demo, the comparisons and the LangGraph server run.
+
+    Raises:
+        AdaptiveRAGError: The method is unknown.
+    """
+    if method in TOY_CONFIGS:
+        return TOY_CONFIGS[method]
+    return config_class(method)(generate_max_length=TOY_ANSWER_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -193,7 +220,7 @@ def run_method(
             "questions at once, 1 or more. Fix: pass concurrency=1 to answer them one by one."
         )
         raise AdaptiveRAGError(msg)
-    chosen = config if config is not None else TOY_CONFIGS[method]
+    chosen = config if config is not None else toy_config(method)
     graph = create_adaptive_rag_graph(model, retriever, method, config=chosen, prompts=prompts)
 
     def run_one(question: ToyQuestion) -> tuple[dict[str, Any], float]:
@@ -261,8 +288,8 @@ def run_comparison(
     Returns:
         Results by method name, in the order run.
     """
-    chosen = configs if configs is not None else TOY_CONFIGS
-    names: Sequence[Method] = methods if methods is not None else TOY_METHODS  # type: ignore[assignment]
+    chosen = configs if configs is not None else {m: toy_config(m) for m in TOY_METHODS}
+    names: Sequence[Method] = methods if methods is not None else TOY_METHODS
     return {
         name: run_method(
             model,

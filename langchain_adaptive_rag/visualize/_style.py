@@ -65,13 +65,6 @@ SPECS: dict[str, SignalSpec] = {
     "uncertainty": SignalSpec("step uncertainty U", "U", "YlOrRd", False),
 }
 
-_METHOD_SIGNAL: dict[str, tuple[Signal, Direction]] = {
-    "dragin": ("rind", "above"),
-    "flare": ("probability", "below"),
-    "seakr": ("uncertainty", "above"),
-}
-"""The thresholded signal of each method (used when no retrieval says it)."""
-
 
 def check_signal(signal: str) -> Signal:
     """Validate a signal name.
@@ -97,24 +90,24 @@ def token_value(token: TokenRecord, signal: Signal) -> float | None:
 def thresholded_signal(record: RecordedRun) -> tuple[Signal, Direction] | None:
     """Which token signal the run's threshold applies to, and in which direction.
 
-    Read from the decisions: the signal whose value at the trigger token equals the
-    reported score; otherwise the method's known signal; ``None`` for fixed schedules.
+    As the method's policy declares it: each decision with a threshold carries its
+    ``signal`` and ``direction`` (``Policy.threshold_reading``); a record saved before
+    decisions said so takes its method's ``threshold_signal``. ``None``: no threshold,
+    or one on a score of no single token (FLARE's ``mean`` rule).
     """
     for round_ in record.rounds:
         decision = round_.decision
-        if decision is None or decision.score is None or decision.threshold is None:
+        if decision is None or decision.threshold is None or decision.direction is None:
             continue
-        direction: Direction = "above" if decision.score > decision.threshold else "below"
-        position = decision.trigger_position
-        if position is None or not 0 <= position < len(round_.tokens):
-            continue
-        token = round_.tokens[position]
-        for signal in ("rind", "probability", "uncertainty", "entropy"):
-            value = getattr(token, signal)
-            if value is not None and math.isclose(value, decision.score, rel_tol=1e-6):
-                return signal, direction
-        return None  # a sentence-level score (FLARE's mean rule): no token signal
-    return _METHOD_SIGNAL.get(record.method)
+        if decision.signal not in SPECS:
+            return None
+        return decision.signal, "below" if decision.direction == "below" else "above"  # type: ignore[return-value]
+    if record.method not in AVAILABLE_METHODS:
+        return None
+    facts = policy_class(record.method)
+    if facts.threshold_signal not in SPECS:
+        return None
+    return facts.threshold_signal, facts.threshold_direction  # type: ignore[return-value]
 
 
 def default_signal(record: RecordedRun) -> Signal:
@@ -231,10 +224,12 @@ def printable(text: str) -> str:
 
 
 ROUTES: dict[str, str] = {
-    "retrieve": "retrieved",
-    "continue": "continued without retrieval",
+    "formulate_query": "retrieved",
+    "continue_generation": "continued without retrieval",
     "draft": "accepted; next draft",
     "finalize": "accepted; finalize",
+    "retrieve": "retrieved",  # records saved by earlier versions
+    "continue": "continued without retrieval",
 }
 """How each route of a decision reads in the views."""
 

@@ -59,7 +59,9 @@ class Decision:
     """What ``score_need`` decided in a round."""
 
     route: str
-    """``retrieve``, ``continue``, ``draft`` or ``finalize``."""
+    """The node the decision went to: ``formulate_query`` (retrieve),
+    ``continue_generation``, ``draft`` or ``finalize`` (records saved by earlier versions:
+    ``retrieve`` and ``continue``)."""
     trigger_position: int | None
     """Draft token index of the trigger (``None``: no trigger or a fixed schedule)."""
     trigger_word: str | None
@@ -72,11 +74,17 @@ class Decision:
     """The threshold it was compared with (``None``: not reported)."""
     note: str
     """``""``, or what the policy or the retriever noted."""
+    signal: str | None = None
+    """The token signal the threshold applies to, as the policy declared it (``None``:
+    a score of no single token, or a record saved before decisions said it)."""
+    direction: str | None = None
+    """``"above"`` or ``"below"``: which side of the threshold retrieves (``None``: not
+    reported)."""
 
     @property
     def retrieves(self) -> bool:
         """Whether the round retrieved."""
-        return self.route == "retrieve"
+        return self.route in ("formulate_query", "retrieve")
 
 
 @dataclass(frozen=True)
@@ -277,6 +285,8 @@ def _round_from_dict(data: Mapping[str, Any]) -> Round:
             score=_opt_float(decision["score"]),
             threshold=_opt_float(decision["threshold"]),
             note=str(decision["note"]),
+            signal=None if decision.get("signal") is None else str(decision["signal"]),
+            direction=None if decision.get("direction") is None else str(decision["direction"]),
         ),
         retrieval=None
         if retrieval is None

@@ -190,6 +190,8 @@ class _Recorder:
             score=_number(decision.get("score")),
             threshold=_number(decision.get("threshold")),
             note=str(decision.get("note", "")),
+            signal=None if decision.get("signal") is None else str(decision["signal"]),
+            direction=None if decision.get("direction") is None else str(decision["direction"]),
         )
 
     def _on_retrieve(self, update: Mapping[str, Any]) -> None:

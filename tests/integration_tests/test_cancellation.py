@@ -72,7 +72,7 @@ def chat(llama_dir: Path) -> ChatTransformers:
 
 def test_a_cancelled_call_leaves_the_batch_and_the_others_go_on(chat: ChatTransformers) -> None:
     short_alone = chat.invoke(PROMPT).content
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
 
     async def main(passes: Passes) -> tuple[str, int]:
@@ -94,7 +94,7 @@ def test_a_cancelled_call_leaves_the_batch_and_the_others_go_on(chat: ChatTransf
 
 def test_a_call_cancelled_while_queued_is_never_decoded(chat: ChatTransformers) -> None:
     chat.invoke(PROMPT)
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
 
     async def main() -> None:
@@ -145,7 +145,7 @@ def test_a_call_cancelled_while_waiting_for_the_lock_is_never_run(llama_dir: Pat
 
 
 def test_an_async_stream_closed_early_stops_its_call(chat: ChatTransformers) -> None:
-    engine = chat.engine or chat.local_model.scheduler(chat)
+    engine = chat.scheduler or chat.local_model.scheduler(chat)
 
     async def main() -> str:
         stream = chat.astream(PROMPT, max_new_tokens=300, min_new_tokens=300)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_adaptive_rag import demo_commands as cli_module
+from langchain_adaptive_rag.cli import demo as cli_module
 from langchain_adaptive_rag.cli import main
 
 

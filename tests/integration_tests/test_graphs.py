@@ -26,7 +26,7 @@ from langchain_adaptive_rag import (
 )
 from langchain_adaptive_rag.engine.layers import attention_module
 from langchain_adaptive_rag.graphs import build_adaptive_rag_graph
-from langchain_adaptive_rag.policy import Policy
+from langchain_adaptive_rag.graphs.policy import Policy
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "adaptive_rag_graph.mmd"
 PASSAGES = [

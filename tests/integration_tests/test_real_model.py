@@ -31,9 +31,9 @@ from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
-from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 from langchain_adaptive_rag.prompts import build_prompt
 from langchain_adaptive_rag.state import RetrievedDoc

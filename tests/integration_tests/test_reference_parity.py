@@ -113,7 +113,7 @@ def first_round(graph: Any, question: str) -> dict[str, Any]:
     for update in graph.stream({"question": question}, stream_mode="updates"):
         for node, values in update.items():
             seen[node] = values
-            if node == "score_need" and values.get("route") != "retrieve":
+            if node == "score_need" and values.get("route") != "formulate_query":
                 return seen
             if node == "formulate_query":
                 return seen
@@ -439,6 +439,8 @@ def test_seakr_reference_uncertainty_matches_the_official_definition(
         # alpha and moves U by a few hundredths (docs/methods.md, SeaKR reference mode)
         assert got == pytest.approx(expected, abs=0.1), question
         if abs(expected - delta) > 0.1:
-            assert (seen["score_need"]["route"] == "retrieve") == (expected > delta), question
+            assert (seen["score_need"]["route"] == "formulate_query") == (expected > delta), (
+                question
+            )
             decided += 1
     assert decided >= 3

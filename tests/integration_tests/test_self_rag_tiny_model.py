@@ -22,7 +22,7 @@ from langchain_adaptive_rag import (
     create_bm25_retriever,
     create_self_rag_graph,
 )
-from langchain_adaptive_rag.reflection import CONTROL_TOKENS
+from langchain_adaptive_rag.graphs.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.testing import create_tiny_model
 
 QUESTION = "When was the director of Blue Harbour born?"

@@ -23,7 +23,7 @@ from langchain_adaptive_rag.graphs.adaptive_rag import ROUTES
 from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
 from langchain_adaptive_rag.graphs.fixed import create_no_retrieval_graph, create_single_round_graph
 from langchain_adaptive_rag.graphs.ircot import create_ircot_graph
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
 

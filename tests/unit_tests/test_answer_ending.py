@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts, extract_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 from tests.helpers.scripted import QUESTION, RecordingRetriever

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from langchain_adaptive_rag import demo_commands as top_cli
+from langchain_adaptive_rag.cli import demo as top_cli
 from langchain_adaptive_rag.cli import main
 from langchain_adaptive_rag.evaluation import cli as eval_cli
 from langchain_adaptive_rag.evaluation.run_lock import RunDirLock

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage
 
-from langchain_adaptive_rag.complexity import (
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs.complexity import (
     complexity_cues,
     complexity_prompt,
     read_complexity,
     rule_complexity,
 )
-from langchain_adaptive_rag.errors import AdaptiveRAGError
 
 
 @pytest.mark.parametrize(

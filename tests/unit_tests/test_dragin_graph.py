@@ -243,7 +243,7 @@ def test_reference_filters_content_words_after_the_threshold() -> None:
 
 
 def test_pos_content_words_are_substring_matches() -> None:
-    from langchain_adaptive_rag.pos import content_flags
+    from langchain_adaptive_rag.graphs.pos import content_flags
 
     def tagger(text: str) -> list[tuple[str, str]]:
         tags = {"Miguel": "PROPN", "died": "VERB", "in": "ADP", "1999": "NUM", ".": "PUNCT"}

@@ -45,6 +45,7 @@ from langchain_adaptive_rag.evaluation.setup import prepare_evaluation
 from langchain_adaptive_rag.graphs import AdaptiveRAGGraph, create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.options import (
     CaptureOptions,
@@ -52,7 +53,6 @@ from langchain_adaptive_rag.options import (
     GenerationTrace,
     TokenEvent,
 )
-from langchain_adaptive_rag.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGInput

@@ -15,7 +15,7 @@ from langchain_adaptive_rag.exemplars import (
     STRATEGYQA_EXEMPLARS,
 )
 from langchain_adaptive_rag.graphs import create_no_retrieval_graph
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.prompts import Exemplar, build_prompt, extract_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 from tests.helpers.scripted import RecordingRetriever

@@ -16,7 +16,7 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_no_retrieval_graph,
     create_single_round_graph,
 )
-from langchain_adaptive_rag.policy import MethodConfig
+from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrievers import create_bm25_retriever
 from langchain_adaptive_rag.retrieving import RetrieverOptions

@@ -28,9 +28,9 @@ from langchain_adaptive_rag.graphs.fixed import (
     create_fix_length_graph,
     create_single_round_graph,
 )
+from langchain_adaptive_rag.graphs.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.prompts import QAPrompts
-from langchain_adaptive_rag.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.retrieving import (
     RetrieverTimeoutError,
     is_transient_retriever_error,

@@ -183,7 +183,7 @@ def test_returns_sections_start_without_a_colon() -> None:
 def test_the_old_name_of_method_config_still_works_and_warns() -> None:
     import warnings
 
-    from langchain_adaptive_rag import policy
+    from langchain_adaptive_rag.graphs import policy
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -191,3 +191,27 @@ def test_the_old_name_of_method_config_still_works_and_warns() -> None:
     assert old is policy.MethodConfig
     assert [w.category for w in caught] == [DeprecationWarning]
     assert "GenerationConfig is now MethodConfig" in str(caught[0].message)
+
+
+def test_moved_modules_import_under_their_old_paths_and_warn() -> None:
+    """Each old module path imports for one more release, naming its new path."""
+    import importlib
+    import warnings
+
+    from langchain_adaptive_rag.lazy_exports import MOVED_MODULES
+
+    for old, new in MOVED_MODULES.items():
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert [w.category for w in caught] == [DeprecationWarning], old
+        assert f"moved to {new}" in str(caught[0].message)
+        moved = importlib.import_module(new)
+        assert module.__all__ == list(moved.__all__)
+        for name in moved.__all__:
+            assert getattr(module, name) is getattr(moved, name), (old, name)
+        sys.modules.pop(old, None)
+    assert importlib.import_module("langchain_adaptive_rag.graphs.policy").__name__ == (
+        "langchain_adaptive_rag.graphs.policy"
+    )

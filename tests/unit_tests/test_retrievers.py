@@ -6,7 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
@@ -17,6 +20,7 @@ from langchain_adaptive_rag.retrievers import (
     english_analyzer,
 )
 from langchain_adaptive_rag.retrievers.bm25 import top_rows
+from langchain_adaptive_rag.retrieving import takes_k
 
 PASSAGES = [
     "Anna Berg (born 1931) is a Swedish film director.",
@@ -195,3 +199,26 @@ def test_top_rows_equals_a_full_sort(size: int) -> None:
         expected = [r for r in sorted(range(size), key=lambda r: (-scores[r], r)) if scores[r] > 0]
         assert list(top_rows(scores, k)) == expected[:k]
     assert list(top_rows(np.zeros(size, dtype=np.float32), 3)) == []
+
+
+class _WithK(BaseRetriever):
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int = 2
+    ) -> list[Document]:
+        return [Document(str(i)) for i in range(k)]
+
+
+class _WithoutK(BaseRetriever):
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [Document("only")]
+
+
+def test_a_per_call_k_is_read_from_the_retrievers_own_signature() -> None:
+    bm25 = create_bm25_retriever(["a b", "b c"])
+    assert takes_k(bm25) and takes_k(bm25.with_retry()) and takes_k(_WithK())
+    assert takes_k(_WithK().with_retry())
+    assert not takes_k(_WithoutK()) and not takes_k(_WithoutK().with_retry())
+    assert not takes_k(RunnableLambda(lambda q: [Document(q)]))
+    assert len(_WithK().invoke("q", k=5)) == 5  # LangChain hands k to the retriever

@@ -22,8 +22,7 @@ from langchain_adaptive_rag import (
     create_self_rag_graph,
 )
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.options import GenerationTrace
-from langchain_adaptive_rag.reflection import (
+from langchain_adaptive_rag.graphs.reflection import (
     ReflectionVocabulary,
     logprobs_at,
     relevance_score,
@@ -33,6 +32,7 @@ from langchain_adaptive_rag.reflection import (
     support_score,
     utility_score,
 )
+from langchain_adaptive_rag.options import GenerationTrace
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 
 QUESTION = "Who directed Blue Harbour?"

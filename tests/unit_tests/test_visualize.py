@@ -16,8 +16,8 @@ from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, create_adaptive_rag
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig, create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import create_fix_sentence_graph
 from langchain_adaptive_rag.graphs.flare import create_flare_graph
+from langchain_adaptive_rag.graphs.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
-from langchain_adaptive_rag.reflection import CONTROL_TOKENS
 from langchain_adaptive_rag.testing import FakeTraceModel
 from langchain_adaptive_rag.visualize import (
     RunRecord,

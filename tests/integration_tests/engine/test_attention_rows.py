@@ -86,7 +86,7 @@ def test_flex_attention_rows_equal_eager(tiny_model_dirs: dict[str, Path], arch:
         )
         samples = flex.generate_trace(PROMPT, decoding=sampling, capture=hidden, n=3)
         full = flex.forward_attention(PROMPT)
-    assert flex.engine is not None and flex.engine.batch_sizes[2] == 1
+    assert flex.scheduler is not None and flex.scheduler.batch_sizes[2] == 1
     want = [eager.generate_trace(p, decoding=twelve, capture=signals)[0] for p in prompts]
     assert_same_traces(
         [ours for (ours,) in got],
@@ -232,7 +232,7 @@ def test_rows_under_flash_attentions_padding_mask_equal_eager(llama_dir: Path) -
     call = [lambda p=p: chat.generate_trace(p, decoding=eight, capture=signals)[0] for p in prompts]
     got = decoded_together(chat, call)
     again = [each() for each in call]  # from stored prefixes
-    assert chat.engine is not None and chat.engine.batch_sizes[3] == 1
+    assert chat.scheduler is not None and chat.scheduler.batch_sizes[3] == 1
     assert chat.prefix_cache is not None and chat.prefix_cache.stats.hits >= 1
     assert_same_traces(
         got + again, want + want, ATOL, captured=("attention", "attention_head_max", "hidden")

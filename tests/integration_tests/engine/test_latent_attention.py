@@ -47,7 +47,7 @@ def test_latent_attention_decodes_as_the_eager_model_does(
         sdpa,
         [lambda p=p: sdpa.generate_trace(p, decoding=ten, capture=signals)[0] for p in PROMPTS],
     )
-    assert sdpa.engine is not None and sdpa.engine.batch_sizes[3] == 1
+    assert sdpa.scheduler is not None and sdpa.scheduler.batch_sizes[3] == 1
     again = [sdpa.generate_trace(p, decoding=ten, capture=signals)[0] for p in PROMPTS]
     assert sdpa.prefix_cache is not None and sdpa.prefix_cache.stats.hits >= 1  # stored states
     assert_same_traces(

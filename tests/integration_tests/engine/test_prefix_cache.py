@@ -143,8 +143,8 @@ def test_concurrent_calls_reuse_prefixes_and_get_what_a_call_alone_gets(
         assert_same(a, b)
     cache = chat.prefix_cache
     assert cache is not None and cache.stats.hits >= 3  # every prompt but "Maria Holm"
-    assert chat.engine is not None
-    chat.engine.close()
+    assert chat.scheduler is not None
+    chat.scheduler.close()
 
 
 def test_a_windowed_model_reuses_prefixes_only_within_its_window(

@@ -27,9 +27,7 @@ from langchain_adaptive_rag import (
     GenerationTrace,
     create_bm25_retriever,
 )
-from langchain_adaptive_rag.engine import runner as decoding_loop
-from langchain_adaptive_rag.engine import sampler as sampling_module
-from langchain_adaptive_rag.engine import scheduler as engine_module
+from langchain_adaptive_rag.engine import runner, sampler, scheduler
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.request import DecodeRequest
 from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
@@ -93,7 +91,9 @@ def test_concurrent_calls_equal_calls_made_alone(
         together = run_together(chat, calls)
         for got, want in zip(together, alone, strict=True):
             assert_same(got, want)
-    assert chat.engine is not None
+    assert chat.scheduler is not None
+    with pytest.warns(DeprecationWarning, match="ChatTransformers.scheduler"):
+        assert chat.engine is chat.scheduler  # the old name, for one release
 
 
 def test_calls_waiting_for_a_busy_model_decode_together(llama_dir: Path) -> None:
@@ -101,7 +101,7 @@ def test_calls_waiting_for_a_busy_model_decode_together(llama_dir: Path) -> None
         model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=6, min_new_tokens=6
     )
     expected = [chat.invoke(p).content for p in PROMPTS[:4]]
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None and engine.batch_sizes == {1: 4} and engine.joined == 0
     with ThreadPoolExecutor(4) as pool, engine.lock:  # the model is busy
         futures = [pool.submit(lambda p=p: chat.invoke(p).content) for p in PROMPTS[:4]]
@@ -177,13 +177,13 @@ def test_sampling_requests_share_one_distribution_pass(
     made = [(PROMPTS[0], 5, 0), (PROMPTS[1], 6, 0), (PROMPTS[2], 7, 0), (PROMPTS[4], 8, 4)]
     alone = [decode_alone(decoder(*m)) for m in made]
     passes: list[int] = []
-    of = sampling_module.Distribution.of.__func__  # type: ignore[attr-defined]
+    of = sampler.Distribution.of.__func__  # type: ignore[attr-defined]
 
     def counted(cls: type, logits: torch.Tensor, *rest: Any) -> Any:
         passes.append(logits.shape[0])
         return of(cls, logits, *rest)
 
-    monkeypatch.setattr(sampling_module.Distribution, "of", classmethod(counted))
+    monkeypatch.setattr(sampler.Distribution, "of", classmethod(counted))
     decoders = [decoder(*m) for m in made]
     list(decode_together(model, decoders))
     for d, want in zip(decoders, alone, strict=True):
@@ -213,13 +213,13 @@ def test_requests_sharing_a_distribution_draw_in_one_call(
     chat = ChatTransformers(model=str(llama_dir))
     alone = [decode_alone(d) for d in _sampling_decoders(chat)]
     draws: list[int] = []
-    draw = sampling_module.draw_rows
+    draw = sampler.draw_rows
 
     def counted(probs: torch.Tensor, generators: Any, logp: Any = None) -> Any:
         draws.append(probs.shape[0])
         return draw(probs, generators, logp)
 
-    monkeypatch.setattr(sampling_module, "draw_rows", counted)
+    monkeypatch.setattr(sampler, "draw_rows", counted)
     decoders = _sampling_decoders(chat)
     list(decode_together(chat.hf_model, decoders))
     for d, want in zip(decoders, alone, strict=True):
@@ -233,7 +233,7 @@ def test_a_row_that_cannot_draw_fails_only_its_request(
     chat = ChatTransformers(model=str(llama_dir))
     alone = [decode_alone(d) for d in _sampling_decoders(chat)]
     calls = {"n": 0}
-    draw = sampling_module.draw_rows
+    draw = sampler.draw_rows
 
     def second_step_breaks_row_4(probs: torch.Tensor, generators: Any, logp: Any = None) -> Any:
         tokens, ok, logprobs = draw(probs, generators, logp)
@@ -242,7 +242,7 @@ def test_a_row_that_cannot_draw_fails_only_its_request(
             ok[4] = False  # the second request's second sample
         return tokens, ok, logprobs
 
-    monkeypatch.setattr(sampling_module, "draw_rows", second_step_breaks_row_4)
+    monkeypatch.setattr(sampler, "draw_rows", second_step_breaks_row_4)
     decoders = _sampling_decoders(chat)
     list(decode_together(chat.hf_model, decoders))
     assert isinstance(decoders[1].error, AdaptiveRAGError)
@@ -350,7 +350,7 @@ def test_concurrent_reference_passes_share_one_batch(
     for got, want in zip(together, alone, strict=True):
         assert got.tokens == want.tokens and got.weights.shape == want.weights.shape
         np.testing.assert_allclose(got.weights, want.weights, atol=1e-5)
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None and sum(n * c for n, c in engine.side_batches.items()) >= 2
 
 
@@ -368,11 +368,11 @@ def test_capture_union_and_cover() -> None:
 def test_batching_can_be_turned_off(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=False)
     texts = run_together(chat, [lambda p=p: chat.invoke(p).content for p in PROMPTS[:3]])
-    assert texts == [chat.invoke(p).content for p in PROMPTS[:3]] and chat.engine is None
+    assert texts == [chat.invoke(p).content for p in PROMPTS[:3]] and chat.scheduler is None
     on_cpu = ChatTransformers(model=str(llama_dir))  # default: batching on accelerators only
     assert on_cpu.batch_concurrent_calls is None and not on_cpu.batching
     on_cpu.invoke(PROMPTS[0])
-    assert on_cpu.engine is None
+    assert on_cpu.scheduler is None
 
 
 @pytest.mark.parametrize("method", ["dragin", "flare", "seakr"])
@@ -403,7 +403,7 @@ def test_graph_batch_equals_invoking_one_by_one(llama_dir: Path, method: str) ->
     questions = [{"question": q} for q in ("Who directed Blue Harbour?", "Where was Carl born?")]
     questions += [{"question": "When was Anna Berg born?"}, {"question": "Who is Maria Holm?"}]
     one_by_one = [graph.invoke(q) for q in questions]
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None and set(engine.batch_sizes) == {1} and engine.joined == 0
     for run in (graph.batch, lambda qs: asyncio.run(graph.abatch(qs))):
         engine.batch_sizes.clear()
@@ -452,7 +452,7 @@ def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     three = DecodingOptions(max_new_tokens=3)
     chat.generate_trace(PROMPTS[0], decoding=three)
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
     engine.linger_seconds = 60.0  # left alone, an idle worker would wait a minute
     chat.generate_trace(PROMPTS[0], decoding=three)
@@ -469,7 +469,7 @@ def test_close_ends_the_idle_worker_at_once(llama_dir: Path) -> None:
 def test_close_during_a_batch_ends_the_worker_once_the_batch_is_done(llama_dir: Path) -> None:
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     chat.generate_trace(PROMPTS[0], decoding=DecodingOptions(max_new_tokens=3))
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
     engine.linger_seconds = 60.0  # a worker that missed the wake-up would wait a minute
     with ThreadPoolExecutor(1) as pool:
@@ -508,7 +508,7 @@ def test_a_streaming_caller_gets_its_first_samples_events_only(
 
 def _idle_worker(chat: ChatTransformers) -> threading.Thread:
     chat.generate_trace(PROMPTS[0], decoding=DecodingOptions(max_new_tokens=3))
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None and engine._worker is not None
     return engine._worker
 
@@ -517,7 +517,7 @@ def test_a_model_on_an_accelerator_keeps_its_thread(llama_dir: Path) -> None:
     """CUDA keeps per-thread state (cuDNN attention plans): a model there keeps its thread."""
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     engine = chat.local_model.scheduler(chat)
-    assert engine.linger() == engine_module.CPU_LINGER_SECONDS  # the CPU: a short linger
+    assert engine.linger() == scheduler.CPU_LINGER_SECONDS  # the CPU: a short linger
     engine.model = SimpleNamespace(device=torch.device("cuda", 0))  # type: ignore[assignment]
     assert engine.linger() == math.inf
     engine.linger_seconds = 2.0  # a value given wins, on any device
@@ -527,7 +527,7 @@ def test_a_model_on_an_accelerator_keeps_its_thread(llama_dir: Path) -> None:
 def test_a_long_linger_keeps_one_thread_between_calls(
     llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "IDLE_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(scheduler, "IDLE_CHECK_SECONDS", 0.05)
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     engine = chat.local_model.scheduler(chat)
     engine.linger_seconds = math.inf
@@ -543,7 +543,7 @@ def test_a_dropped_engine_ends_its_lingering_thread(
     llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The thread holds its engine (and the model) only while it works."""
-    monkeypatch.setattr(engine_module, "IDLE_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(scheduler, "IDLE_CHECK_SECONDS", 0.05)
     chat = ChatTransformers(model=str(llama_dir), batch_concurrent_calls=True)
     chat.local_model.scheduler(chat).linger_seconds = math.inf
     worker = _idle_worker(chat)
@@ -577,14 +577,14 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
         decode_alone(d)
     made = count_tensors_from_lists(monkeypatch)
     steps: list[int] = []
-    step = decoding_loop.BatchRunner._step
+    step = runner.BatchRunner._step
 
     def counted(self: Any, tokens: list[int]) -> None:
         steps.append(len(tokens))
         assert self.padded  # left padding: the rows' own positions are fed
         step(self, tokens)
 
-    monkeypatch.setattr(decoding_loop.BatchRunner, "_step", counted)
+    monkeypatch.setattr(runner.BatchRunner, "_step", counted)
     together = [
         DecodeRequest(chat.hf_model, chat.hf_tokenizer, p, decoding=greedy) for p in prompts
     ]
@@ -650,9 +650,9 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
 
     queued = ["Carl", PROMPTS[1] if past_window else "Maria"]
     alone = [call(p) for p in ["Anna", *queued]]
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
-    real = engine_module.decode_together
+    real = scheduler.decode_together
     answers: list[list[int]] = []
 
     started = threading.Event()  # the first call's loop runs, alone
@@ -671,7 +671,7 @@ def test_the_engine_admits_only_requests_that_fit_a_windowed_loop(
         once = iter([joining])
         return real(model, decoders, admit=lambda rows, longest: next(once, []), **options)
 
-    monkeypatch.setattr(engine_module, "decode_together", first_loop_waits)
+    monkeypatch.setattr(scheduler, "decode_together", first_loop_waits)
     engine.joined = 0
     with ThreadPoolExecutor(3) as pool:
         first = pool.submit(call, "Anna")
@@ -701,7 +701,7 @@ def test_async_calls_wait_in_the_models_own_threads(llama_dir: Path) -> None:
         model=str(llama_dir), batch_concurrent_calls=True, max_new_tokens=6, min_new_tokens=6
     )
     alone = [chat.invoke(p).content for p in PROMPTS]
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
 
     async def streamed(prompt: str) -> str:
@@ -737,7 +737,7 @@ def test_graph_abatch_runs_its_nodes_in_the_models_threads(
     graph = create_adaptive_rag_graph(chat, retriever, "flare", config=config)
     questions = [{"question": f"Who directed film number {i}?"} for i in range(8)]
     one_by_one = [graph.invoke(q)["answer"] for q in questions]
-    engine = chat.engine
+    engine = chat.scheduler
     assert engine is not None
 
     async def together() -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from langchain_adaptive_rag import ChatTransformers
-from langchain_adaptive_rag.engine import runner as decoding_loop
+from langchain_adaptive_rag.engine import runner
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.request import DecodeRequest
 from langchain_adaptive_rag.engine.runner import decode_together
@@ -50,13 +50,13 @@ def test_samples_reading_one_prompt_decode_what_their_own_copies_decode(
     copies = decoders(chat, capture)
     list(decode_together(chat.hf_model, copies, capture=capture, share_prompts=False))
     widths: list[tuple[int, int]] = []  # (own columns, prompt columns) of each step
-    step = decoding_loop.BatchRunner._step
+    step = runner.BatchRunner._step
 
     def watched(loop: Any, tokens: list[int]) -> None:
         step(loop, tokens)
         widths.append((loop.mask.shape[1], loop.prompts.mask.shape[1]))
 
-    monkeypatch.setattr(decoding_loop.BatchRunner, "_step", watched)
+    monkeypatch.setattr(runner.BatchRunner, "_step", watched)
     shared = decoders(chat, capture)
     list(decode_together(chat.hf_model, shared, capture=capture))
     for got, want in zip(shared, copies, strict=True):
@@ -79,13 +79,13 @@ def test_sliding_window_models_and_attention_captures_keep_a_copy_per_sample(
     copies = decoders(chat, capture)
     list(decode_together(chat.hf_model, copies, capture=capture, share_prompts=False))
     arranged: list[int] = []
-    arrange = decoding_loop.SharedPrompts.arrange
+    arrange = runner.SharedPrompts.arrange
 
     def watched(prompts: Any, requests: list[int]) -> Any:
         arranged.append(len(prompts.owners))
         return arrange(prompts, requests)
 
-    monkeypatch.setattr(decoding_loop.SharedPrompts, "arrange", watched)
+    monkeypatch.setattr(runner.SharedPrompts, "arrange", watched)
     loop = decoders(chat, capture)
     list(decode_together(chat.hf_model, loop, capture=capture))
     for got, want in zip(loop, copies, strict=True):

@@ -62,8 +62,8 @@ def test_calls_decoded_together_equal_calls_alone(tiny_models: dict[str, Path], 
             for p, d in calls
         ],
     )
-    assert together.engine is not None
-    assert together.engine.batch_sizes[3] == 1  # one loop took the three
+    assert together.scheduler is not None
+    assert together.scheduler.batch_sizes[3] == 1  # one loop took the three
     for ours, theirs in zip(got, want, strict=True):
         assert ours.token_ids.tolist() == theirs.token_ids.tolist()
         np.testing.assert_allclose(ours.logprobs, theirs.logprobs, atol=1e-4)

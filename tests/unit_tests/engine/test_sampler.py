@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from langchain_adaptive_rag.engine import sampler as sampling
+from langchain_adaptive_rag.engine import sampler
 from langchain_adaptive_rag.engine.sampler import draw_tokens, warp
 from langchain_adaptive_rag.engine.step_logits import StepLogits, entropy_of
 from langchain_adaptive_rag.engine.token_text import clip_pieces, longest_stop_prefix
@@ -136,15 +136,15 @@ def test_exponential_noise_is_what_exponential_draws_and_advances_alike(
     vocab: int, by_uniforms: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not by_uniforms:  # the fallback: exponential_ row by row
-        monkeypatch.setattr(sampling, "_uniforms_give_exponentials", lambda *_: False)
+        monkeypatch.setattr(sampler, "_uniforms_give_exponentials", lambda *_: False)
     else:
-        assert sampling._uniforms_give_exponentials(torch.float32, vocab)
+        assert sampler._uniforms_give_exponentials(torch.float32, vocab)
     seeds = (3, 4, 5)
     mine = [torch.Generator().manual_seed(s) for s in seeds]
     theirs = [torch.Generator().manual_seed(s) for s in seeds]
     like = torch.empty(len(seeds), vocab)
     for _ in range(3):  # consecutive draws: each generator must advance as exponential_'s
-        got = sampling.exponential_noise(like, mine)
+        got = sampler.exponential_noise(like, mine)
         want = torch.stack([torch.empty(vocab).exponential_(1.0, generator=g) for g in theirs])
         assert torch.equal(got, want)
 
@@ -213,7 +213,7 @@ def test_a_distribution_reads_back_its_entropies_and_greedy_tokens_exactly(
     logits[1, 1852] = 50.0
     options = DecodingOptions(do_sample=True, top_k=50, top_p=0.9, signal_distribution=signal)
     raw = torch.log_softmax(logits, dim=-1)
-    got = sampling.Distribution.of(logits, raw, options)
+    got = sampler.Distribution.of(logits, raw, options)
     assert got.greedy == logits.argmax(dim=-1).tolist() and got.greedy[1] == 1852
     assert all(type(i) is int for i in got.greedy)
     assert got.entropies == entropy_of(got.signal_logp).tolist()
@@ -253,7 +253,7 @@ def test_drawn_tokens_come_with_their_logprobs(dtype: torch.dtype) -> None:
     logp = torch.log_softmax(logits, dim=-1)
     probs = torch.softmax(logits.float(), dim=-1)
     seeds = (11, 12, 13, 14)
-    tokens, ok, logprobs = sampling.draw_rows(
+    tokens, ok, logprobs = sampler.draw_rows(
         probs, [torch.Generator().manual_seed(s) for s in seeds], logp
     )
     assert ok == [True] * 4
@@ -273,7 +273,7 @@ def test_a_distribution_knows_its_greedy_tokens_logprobs(signal: str, known: boo
     options = DecodingOptions(do_sample=True, top_k=20, top_p=0.9, signal_distribution=signal)
     raw = torch.log_softmax(logits, dim=-1)
     step = StepLogits.of(logits).of_rows(range(5)) if known else None
-    got = sampling.Distribution.of(masked, raw, options, step)
+    got = sampler.Distribution.of(masked, raw, options, step)
     want_ids = masked.argmax(dim=-1)
     assert got.greedy == want_ids.tolist() and (got.greedy[3] == 7) == known
     want = got.signal_logp.gather(-1, want_ids[:, None])[:, 0].tolist()

@@ -11,12 +11,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.config import get_stream_writer
 from langgraph.types import Overwrite
 
-from langchain_adaptive_rag.call_config import call_overrides
 from langchain_adaptive_rag.errors import AdaptiveRAGError
-from langchain_adaptive_rag.policy import Policy, RunContext, bump, retrieval_decision
+from langchain_adaptive_rag.graphs.call_config import call_overrides
+from langchain_adaptive_rag.graphs.policy import Policy, RunContext, bump, retrieval_decision
 from langchain_adaptive_rag.prompts import QAPrompts, recent_turns
-from langchain_adaptive_rag.retrievers import BM25Retriever
-from langchain_adaptive_rag.retrieving import AbandonedCalls, RetrieverOptions, call_retriever
+from langchain_adaptive_rag.retrieving import (
+    AbandonedCalls,
+    RetrieverOptions,
+    call_retriever,
+    takes_k,
+)
 from langchain_adaptive_rag.state import (
     AdaptiveRAGState,
     RetrievalEvent,
@@ -101,8 +105,8 @@ def _check_question(question: object) -> None:
         raise AdaptiveRAGError(msg) from None
 
 
-def _fresh_run() -> dict[str, Any]:
-    """Values of the per-run channels at the start of a run."""
+def _fresh_run(policy: Policy) -> dict[str, Any]:
+    """Values of the per-run channels at a run's start: shared, then the method's own."""
     return {
         "answer": "",
         "text": "",
@@ -110,25 +114,19 @@ def _fresh_run() -> dict[str, Any]:
         "counts": bump(None),
         "draft": "",
         "draft_tokens": [],
-        "draft_token_ids": [],
-        "reflection_logprobs": {},
-        "segments": [],
         "draft_logprobs": [],
         "draft_entropies": [],
-        "draft_words": [],
-        "draft_sentences": [],
-        "draft_sentence_texts": [],
         "decision": retrieval_decision(0, retrieve=False),
         "query_inputs": {},
         "query": "",
         "docs": [],
-        "kept_docs": [],
         "rerank_order": None,
         "last_accepted": "",
         "answer_tokens": 0,
         "step": 0,
         "finished": False,
         "route": "",
+        **policy.fresh_channels(),
     }
 
 
@@ -156,7 +154,7 @@ def make_draft_node(policy: Policy, ctx: RunContext) -> Node:
             return method.draft(ctx, state)
         # a new run: its question; on a thread whose run finished, a clean slate too
         start = start_of_run(state, ctx.prompts)
-        reset = _fresh_run() if state.get("finished") else {}
+        reset = _fresh_run(method) if state.get("finished") else {}
         fresh: AdaptiveRAGState = {**state, **reset, **start}  # type: ignore[typeddict-item]
         if reset:
             fresh["retrievals"] = []
@@ -169,9 +167,14 @@ def make_score_need_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``score_need``: accept text and decide whether to retrieve."""
 
     def score_need(state: AdaptiveRAGState) -> dict[str, Any]:
-        update = for_this_call(policy, ctx).score_need(ctx, state)
+        method = for_this_call(policy, ctx)
+        update = method.score_need(ctx, state)
         decision = update.get("decision")
         if isinstance(decision, dict):
+            if decision.get("threshold") is not None:  # what the threshold applies to
+                signal, direction = method.threshold_reading()
+                decision = {**decision, "signal": signal, "direction": direction}
+                update["decision"] = decision
             get_stream_writer()({"event": "decision", **decision})
         return update
 
@@ -205,15 +208,6 @@ def _to_docs(documents: list[Document], offset: int) -> list[RetrievedDoc]:
     ]
 
 
-def _takes_k(retriever: object) -> bool:
-    """Whether the retriever (or the retriever a runnable wraps) takes a per-call ``k``."""
-    while retriever is not None:
-        if isinstance(retriever, BM25Retriever):
-            return True
-        retriever = getattr(retriever, "bound", None)
-    return False
-
-
 def make_retrieve_node(
     policy: Policy, ctx: RunContext, options: RetrieverOptions | None = None
 ) -> Node:
@@ -225,7 +219,7 @@ def make_retrieve_node(
     attempted (see [`RetrieverOptions`][]).
     """
     settings = options or RetrieverOptions()
-    passes_k = _takes_k(ctx.retriever)
+    passes_k = takes_k(ctx.retriever)
     abandoned = AbandonedCalls(settings.max_abandoned_calls)  # shared by the graph's runs
     give_up_after = settings.max_failed_retrievals
 

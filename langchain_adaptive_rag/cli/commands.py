@@ -11,8 +11,8 @@ import argparse
 from collections.abc import Sequence
 
 from langchain_adaptive_rag.catalogue import METHOD_NAMES
+from langchain_adaptive_rag.cli.index import add_index_command
 from langchain_adaptive_rag.evaluation.cli_args import add_eval_commands
-from langchain_adaptive_rag.index_commands import add_index_command
 from langchain_adaptive_rag.pretrained.cli import add_model_command
 
 __all__ = ["run"]
@@ -78,15 +78,15 @@ _LOADS_MODELS = frozenset({"demo", "signals", "eval", "calibrate", "model"})
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command in _LOADS_MODELS:
-        from langchain_adaptive_rag.console import quiet_model_libraries
+        from langchain_adaptive_rag.cli.console import quiet_model_libraries
 
         quiet_model_libraries()
     if args.command == "demo":
-        from langchain_adaptive_rag.demo_commands import run_demo
+        from langchain_adaptive_rag.cli.demo import run_demo
 
         return run_demo(args)
     if args.command == "signals":
-        from langchain_adaptive_rag.demo_commands import run_signals
+        from langchain_adaptive_rag.cli.demo import run_signals
 
         return run_signals(args)
     handler = getattr(args, "handler", None)

@@ -1,4 +1,4 @@
-"""The ``adaptive-rag`` command line.
+"""The ``adaptive-rag`` command line: entry point, commands, demo, index and console.
 
 This module stays light: torch, transformers and the commands load inside [`main`][],
 so Ctrl-C at any point of start-up ends in one line, not a traceback.
@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status.
     """
     try:
-        from langchain_adaptive_rag import commands  # torch and transformers load here
+        from langchain_adaptive_rag.cli import commands  # torch and transformers load here
 
         return commands.run(argv)
     except KeyboardInterrupt:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_adaptive_rag.policy import Policy, RunContext
-from langchain_adaptive_rag.pos import load_sentence_splitter
+from langchain_adaptive_rag.graphs.policy import Policy, RunContext
+from langchain_adaptive_rag.graphs.pos import load_sentence_splitter
 from langchain_adaptive_rag.signals import split_sentences
 
 __all__ = ["ContextQuery", "context_before_trigger", "context_query"]

@@ -69,12 +69,12 @@ def run_demo(args: argparse.Namespace) -> int:
     """The toy world: every method on balanced toy questions, then one DRAGIN trace."""
     from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
     from langchain_adaptive_rag.toyworld.comparison import (
-        TOY_CONFIGS,
         TOY_METHODS,
         demo_questions,
         format_comparison,
         format_trace,
         run_method,
+        toy_config,
     )
 
     methods = args.methods.split(",") if args.methods else list(TOY_METHODS)
@@ -115,7 +115,7 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         raise AdaptiveRAGError(msg) from None
     # room for every concurrent question's call, SeaKR's k + 1 sequences included
-    model.max_batch_rows = max(batch_rows(TOY_CONFIGS[m], args.concurrency) for m in methods)
+    model.max_batch_rows = max(batch_rows(toy_config(m), args.concurrency) for m in methods)
     retriever = toy_retriever()
     questions = demo_questions(toy_questions(), per_category=args.per_category)
     print(
@@ -132,7 +132,7 @@ def run_demo(args: argparse.Namespace) -> int:
             results[method] = run_method(
                 model,
                 retriever,
-                method,  # type: ignore[arg-type]
+                method,
                 questions,
                 on_result=lambda _: bar.update(),
                 concurrency=args.concurrency,
@@ -166,15 +166,13 @@ def _write_report(
     """Record the traced question with the adaptive methods and write an HTML report."""
     from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
     from langchain_adaptive_rag.toyworld import TOY_PROMPTS
-    from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, format_comparison
+    from langchain_adaptive_rag.toyworld.comparison import format_comparison, toy_config
     from langchain_adaptive_rag.visualize import record_run, report_html
 
     wanted: tuple[Method, ...] = ("dragin", "flare", "seakr", "fix_sentence")
     shown = [m for m in wanted if m in results]
     graphs = {
-        m: create_adaptive_rag_graph(
-            model, retriever, m, config=TOY_CONFIGS[m], prompts=TOY_PROMPTS
-        )
+        m: create_adaptive_rag_graph(model, retriever, m, config=toy_config(m), prompts=TOY_PROMPTS)
         for m in shown
     }
     records = [

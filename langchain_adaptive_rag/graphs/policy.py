@@ -12,19 +12,18 @@ import math
 import types
 import typing
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias
-
-from langchain_core.language_models import BaseLanguageModel
+from typing import ClassVar, Literal
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.options import (
     CaptureOptions,
     DecodingOptions,
     GenerationTrace,
-    HiddenSite,
-    TokenEvent,
+    GraphModel,
+    TraceModel,
 )
 from langchain_adaptive_rag.prompts import (
     QAPrompts,
@@ -37,12 +36,13 @@ from langchain_adaptive_rag.signals import first_sentence, tokens_covering
 from langchain_adaptive_rag.state import (
     AdaptiveRAGState,
     Counts,
+    QueryInput,
     RetrievalDecision,
     RetrievedDoc,
 )
-from langchain_adaptive_rag.streaming import token_stream
 
 __all__ = [
+    "NEED_ROUTES",
     "GraphModel",
     "MethodConfig",
     "MethodFacts",
@@ -54,50 +54,12 @@ __all__ = [
     "retrieval_decision",
 ]
 
-NeedRoute = Literal["retrieve", "continue", "draft", "finalize"]
-"""Where score_need sends the run: retrieve (formulate_query), continue without new
-documents, draft again, or finalize."""
+NeedRoute = Literal["formulate_query", "continue_generation", "draft", "finalize"]
+"""The node score_need sends the run to: retrieve (``formulate_query``), continue
+without new documents (``continue_generation``), draft again, or ``finalize``."""
 
-
-class TraceModel(Protocol):
-    """What the graphs need from a model ([`ChatTransformers`][] or a test double)."""
-
-    @property
-    def decoding(self) -> DecodingOptions:
-        """The model's own decoding settings (the graphs change budget and stops only)."""
-        ...
-
-    def generate_trace(
-        self,
-        prompt: str,
-        *,
-        decoding: DecodingOptions | None = None,
-        capture: CaptureOptions | None = None,
-        n: int = 1,
-        include_greedy: bool = False,
-        on_token: Callable[[TokenEvent], None] | None = None,
-    ) -> list[GenerationTrace]:
-        """Generate from a completion prompt; see ``ChatTransformers.generate_trace``."""
-        ...
-
-    @property
-    def attention_available(self) -> bool:
-        """Whether attention rows can be captured."""
-        ...
-
-    def check_attention(self, layer: int) -> None:
-        """Fail, naming the fix, unless the attention rows of ``layer`` can be captured."""
-        ...
-
-    def check_hidden(self, layer: int, site: HiddenSite) -> None:
-        """Fail, naming the fix, unless the hidden state at ``layer``/``site`` exists."""
-        ...
-
-
-GraphModel: TypeAlias = "TraceModel | BaseLanguageModel[Any]"
-"""What a graph takes as its model: [`ChatTransformers`][] (or another
-[`TraceModel`][]), or any LangChain chat model or LLM, run as a
-[`ServedModel`][]."""
+NEED_ROUTES: tuple[str, ...] = ("formulate_query", "continue_generation", "draft", "finalize")
+"""Every [`NeedRoute`][]."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +241,12 @@ class MethodFacts:
     """The config field holding the retrieval threshold (``None``: no threshold)."""
     threshold_symbol: ClassVar[str] = "θ"
     """How pictures and reports write that threshold."""
+    threshold_signal: ClassVar[str | None] = None
+    """The per-token signal the threshold is compared with (``"rind"``,
+    ``"probability"``, ``"uncertainty"``), or ``None``: no threshold, or one on a score
+    that is no single token's signal."""
+    threshold_direction: ClassVar[Literal["above", "below"]] = "above"
+    """Whether a value ``"above"`` the threshold retrieves, or one ``"below"`` it."""
     colour: ClassVar[str] = "#7f7f7f"
     """The method's colour in plots."""
     trained_model: ClassVar[str | None] = None
@@ -294,6 +262,9 @@ class Policy(MethodFacts):
     """
 
     needs_attention: ClassVar[bool] = False
+    state_schema: ClassVar[type[AdaptiveRAGState]] = AdaptiveRAGState
+    """The graph's state: the channels every method shares, and a method's own in a
+    subclass of [`AdaptiveRAGState`][] (as ``create_agent``'s ``state_schema``)."""
 
     def __init__(self, config: MethodConfig) -> None:
         """Keep the method's configuration.
@@ -318,6 +289,28 @@ class Policy(MethodFacts):
         clone = copy.copy(self)
         clone.config = config
         return clone
+
+    def threshold_reading(self) -> tuple[str | None, Literal["above", "below"]]:
+        """The signal this configuration's threshold is compared with, and its direction.
+
+        The score-need node writes both into each decision that has a threshold, so the
+        pictures and reports read which token values crossed it instead of guessing.
+
+        Returns:
+            ``(threshold_signal, threshold_direction)`` by default.
+        """
+        return self.threshold_signal, self.threshold_direction
+
+    def fresh_channels(self) -> dict[str, object]:
+        """The method's own channels at the start of a run on a thread that ran before.
+
+        The shared channels start over in the graph's nodes; a method with channels of
+        its own (``state_schema``) gives their empty values here.
+
+        Returns:
+            Each own channel's value at a run's start (none by default).
+        """
+        return {}
 
     def check_model(self, model: TraceModel) -> None:
         """Fail at build time when the model cannot serve this method.
@@ -482,13 +475,58 @@ class Policy(MethodFacts):
             ),
         }
 
+    @staticmethod
+    def without_retrieval(
+        update: dict[str, object], step: int, decision: RetrievalDecision
+    ) -> dict[str, object]:
+        """A decision not to retrieve: the text ``update`` accepted stands.
+
+        Args:
+            update: An [`accept`][langchain_adaptive_rag.graphs.policy.Policy.accept] update.
+            step: The deciding round.
+            decision: The decision's record.
+
+        Returns:
+            ``update``, routed to ``finalize`` when the text finished the run, else to
+            ``draft``.
+        """
+        route = "finalize" if update["finished"] else "draft"
+        update.update({"route": route, "step": step, "decision": decision})
+        return update
+
+    @staticmethod
+    def with_retrieval(
+        update: dict[str, object],
+        step: int,
+        decision: RetrievalDecision,
+        query_inputs: dict[str, QueryInput] | None = None,
+    ) -> dict[str, object]:
+        """A decision to retrieve here, after the text ``update`` accepted (may be none).
+
+        Args:
+            update: An [`accept`][langchain_adaptive_rag.graphs.policy.Policy.accept]
+                update of the text before the trigger, or ``{}``.
+            step: The deciding round.
+            decision: The decision's record.
+            query_inputs: What ``formulate_query`` reads (``None``: nothing).
+
+        Returns:
+            ``update`` routed to ``formulate_query``; to ``finalize`` instead when the
+            text before the trigger finished the run.
+        """
+        if update.get("finished"):
+            update.update({"route": "finalize", "step": step, "decision": decision})
+            return update
+        update.update({"route": "formulate_query", "step": step, "decision": decision})
+        if query_inputs is not None:
+            update.update({"finished": False, "query_inputs": query_inputs})
+        return update
+
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Decide whether the draft needs retrieval; by default accept it whole."""
-        update = self.accept_draft(ctx, state)
-        update["route"] = "finalize" if update["finished"] else "draft"
-        update["step"] = state.get("step", 0) + 1
-        update["decision"] = retrieval_decision(update["step"], retrieve=False)  # type: ignore[arg-type]
-        return update
+        step = state.get("step", 0) + 1
+        decision = retrieval_decision(step, retrieve=False)
+        return self.without_retrieval(self.accept_draft(ctx, state), step, decision)
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The retrieval query; by default the question."""
