@@ -11,11 +11,17 @@ both agree.
 
 from __future__ import annotations
 
+import difflib
+import re
+
+from langchain_adaptive_rag.errors import AdaptiveRAGError
+
 __all__ = [
     "DEFAULT_TOLERANCE",
     "METHODS",
     "METHOD_NAMES",
     "PACKAGE_PROMPTS",
+    "PAPER_NAMES",
     "PROMPT_SETS",
     "THRESHOLD_FIELDS",
 ]
@@ -38,6 +44,16 @@ METHODS: dict[str, str] = {
 [`Policy`][langchain_adaptive_rag.graphs.policy.Policy], or Adaptive-RAG's router), in
 the order tables show them. A new method is one line here."""
 
+PAPER_NAMES: dict[str, str] = {
+    "wo_rag": "no_retrieval",
+    "sr_rag": "single_round",
+    "fl_rag": "fix_length",
+    "fs_rag": "fix_sentence",
+}
+"""The papers' names that differ from a method's id, written as [`method_id`][] reads
+them (``"SR-RAG"`` is ``sr_rag``): the other papers' names are their ids (``DRAGIN``,
+``Adaptive-RAG``, ``Self-RAG``, ``TA-ARE``)."""
+
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
 """Every method's id, in the order tables show them (the graphs' ``AVAILABLE_METHODS``)."""
 THRESHOLD_FIELDS: dict[str, str] = {"flare": "theta", "dragin": "theta", "seakr": "delta"}
@@ -49,3 +65,32 @@ PACKAGE_PROMPTS = "default"
 DEFAULT_TOLERANCE = 1e-4
 """How far two runs' floats may differ and count as equal to rounding (``compare
 --questions``, ``compare_results``)."""
+
+
+def method_id(name: str) -> str:
+    """The id of the method ``name`` names: its id or its papers' name, in any case.
+
+    Dashes and spaces read as underscores: ``"DRAGIN"``, ``"Adaptive-RAG"`` and
+    ``"SR-RAG"`` name ``dragin``, ``adaptive_rag`` and ``single_round``.
+
+    Args:
+        name: A method's id or papers' name.
+
+    Returns:
+        The method's id, one of [`METHOD_NAMES`][].
+
+    Raises:
+        AdaptiveRAGError: No method has that name; the message offers the nearest.
+    """
+    if not isinstance(name, str):
+        msg = f"method={name!r} is not a method's name. Expected one of {list(METHOD_NAMES)}."
+        raise AdaptiveRAGError(msg)
+    key = re.sub(r"[\s-]+", "_", name.strip().lower())
+    key = PAPER_NAMES.get(key, key)
+    if key in METHODS:
+        return key
+    names = [*METHOD_NAMES, *PAPER_NAMES]
+    near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    hint = f" Did you mean {PAPER_NAMES.get(near[0], near[0])!r}?" if near else ""
+    msg = f"method={name!r} is unknown.{hint} Expected one of {list(METHOD_NAMES)}."
+    raise AdaptiveRAGError(msg)

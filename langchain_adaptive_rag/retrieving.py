@@ -85,6 +85,8 @@ class RetrieverTimeoutError(TimeoutError):
 _NOT_TRANSIENT = (
     ValueError,
     TypeError,
+    AttributeError,
+    AssertionError,
     ArithmeticError,
     ImportError,
     LookupError,
@@ -97,7 +99,8 @@ _NOT_TRANSIENT = (
     OSError,
 )
 """Exception types not retried (but connection errors and timeouts, which are ``OSError``
-too): the list of LangGraph 1.x's default rule."""
+too): the list of LangGraph 1.x's default rule, and the errors of a bug in the
+retriever's own code (``AttributeError``, ``AssertionError``)."""
 
 
 def is_transient_retriever_error(error: Exception) -> bool:
@@ -105,10 +108,12 @@ def is_transient_retriever_error(error: Exception) -> bool:
 
     Connection errors, timeouts and HTTP 5xx responses (``httpx.HTTPStatusError``,
     ``requests.HTTPError``) are; so are exception types no rule knows (a client library's
-    own). Programming and data errors (``ValueError``, ``TypeError``, ``KeyError``, ...),
-    other HTTP statuses and the package's own errors are not. This is LangGraph 1.x's
-    default rule, except that a ``requests`` error with a 4xx response or none is not
-    retried (LangGraph's retries it).
+    own). Programming and data errors (``ValueError``, ``TypeError``, ``KeyError``,
+    ``AttributeError``, ``NameError``, ...), other HTTP statuses and the package's own
+    errors are not. This is LangGraph 1.x's
+    default rule, except that a ``requests`` error with a 4xx response or none, an
+    ``AttributeError`` and an ``AssertionError`` (a bug in the retriever's own code) are
+    not retried (LangGraph's retries them).
 
     Args:
         error: What the retriever raised.

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from langchain_adaptive_rag.catalogue import METHOD_NAMES
+from langchain_adaptive_rag import __version__
+from langchain_adaptive_rag.catalogue import METHOD_NAMES, method_id
 from langchain_adaptive_rag.cli.index import add_index_command
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.cli_args import add_eval_commands
 from langchain_adaptive_rag.pretrained.cli import add_model_command
 
-__all__ = ["run"]
+__all__ = ["method_list", "run"]
 
 DEMO_PROMPT = "Question: When was the director of film Blue Harbour born?\nAnswer:"
 """The completion prompt ``adaptive-rag signals`` generates from by default."""
@@ -23,12 +25,16 @@ DEMO_PROMPT = "Question: When was the director of film Blue Harbour born?\nAnswe
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adaptive-rag", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="every method on the toy world: comparison table and a DRAGIN trace"
     )
     demo.add_argument(
-        "--methods", help=f"comma-separated subset of {','.join(METHOD_NAMES)} (default: all)"
+        "--methods",
+        type=method_list,
+        help=f"comma-separated subset of {','.join(METHOD_NAMES)}, ids or the papers' "
+        "names in any case (default: all)",
     )
     demo.add_argument(
         "--per-category", type=_positive, default=4, help="questions per category (default 4)"
@@ -59,6 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     add_index_command(commands)
     add_model_command(commands)
     return parser
+
+
+def method_list(text: str) -> list[str]:
+    """``--methods``: comma-separated method names, each read by ``catalogue.method_id``.
+
+    Raises:
+        argparse.ArgumentTypeError: A name no method has (the message offers the nearest).
+    """
+    try:
+        return [method_id(name) for name in text.split(",") if name.strip()]
+    except AdaptiveRAGError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _positive(text: str) -> int:

@@ -17,6 +17,7 @@ from langchain_adaptive_rag.catalogue import (
     PACKAGE_PROMPTS,
     PROMPT_SETS,
     THRESHOLD_FIELDS,
+    method_id,
 )
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.datasets.example import (
@@ -88,9 +89,24 @@ def _float_list(text: str) -> list[float]:
     return values
 
 
+def _method(text: str) -> str:
+    """``--method``: a method's id or papers' name, read by ``catalogue.method_id``."""
+    try:
+        return method_id(text)
+    except AdaptiveRAGError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) -> None:
     """The options ``eval`` and ``calibrate`` share."""
-    parser.add_argument("--method", required=True, choices=list(methods), help="the method")
+    parser.add_argument(
+        "--method",
+        required=True,
+        type=_method,
+        choices=list(methods),
+        metavar="METHOD",
+        help=f"the method: one of {', '.join(methods)}, or the papers' name in any case",
+    )
     parser.add_argument(
         "--dataset",
         required=True,

@@ -7,7 +7,7 @@ from typing import TypeAlias
 
 from langgraph.types import Checkpointer
 
-from langchain_adaptive_rag.catalogue import METHODS
+from langchain_adaptive_rag.catalogue import METHODS, method_id
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.adaptive_rag import (
@@ -85,25 +85,23 @@ def policy_class(method: str) -> type[MethodFacts]:
     ``threshold_symbol`` and ``colour``.
 
     Args:
-        method: One of [`AVAILABLE_METHODS`][].
+        method: One of [`AVAILABLE_METHODS`][], or a papers' name in any case
+            (``"DRAGIN"``, ``"Adaptive-RAG"``, ``"SR-RAG"``).
 
     Returns:
         The policy (or router) class.
 
     Raises:
-        AdaptiveRAGError: The method is unknown.
+        AdaptiveRAGError: The method is unknown (the message offers the nearest name).
     """
-    if method not in _METHODS:
-        msg = f"Received method={method!r}; expected one of {list(AVAILABLE_METHODS)}."
-        raise AdaptiveRAGError(msg)
-    return _METHODS[method]
+    return _METHODS[method_id(method)]
 
 
 def config_class(method: str) -> type[MethodConfig]:
     """The config class a method takes ([`FLAREConfig`][] for ``"flare"``, ...).
 
     Args:
-        method: One of [`AVAILABLE_METHODS`][].
+        method: One of [`AVAILABLE_METHODS`][], or a papers' name in any case.
 
     Returns:
         The frozen config dataclass.
@@ -119,8 +117,10 @@ def display_name(method: str) -> str:
 
     An unknown id is returned as it is (results files of other tools).
     """
-    policy = _METHODS.get(method)
-    return policy.display_name if policy is not None else method
+    try:
+        return policy_class(method).display_name
+    except AdaptiveRAGError:
+        return method
 
 
 def create_adaptive_rag_graph(
@@ -139,7 +139,7 @@ def create_adaptive_rag_graph(
     Args:
         model: [`ChatTransformers`][] or any object with its ``generate_trace``.
         retriever: Any LangChain retriever (default choice: [`create_bm25_retriever`][]).
-        method: One of [`AVAILABLE_METHODS`][].
+        method: One of [`AVAILABLE_METHODS`][], or a papers' name in any case.
         config: The method's config class ([`FLAREConfig`][] for ``"flare"``, ...).
         prompts: Prompt templates.
         checkpointer: Passed to ``compile``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -45,13 +46,18 @@ __all__ = [
 Node = Callable[[AdaptiveRAGState], dict[str, Any]]
 """A graph node: state in, partial update out."""
 
+_LOG = logging.getLogger(__name__)
+
 
 def start_of_run(state: AdaptiveRAGState, prompts: QAPrompts) -> dict[str, Any]:
     """This run's question and the earlier turns it shows, checked.
 
-    The question is the last message when that is a human message, else ``question``;
-    the history is ``chat_history`` followed by the thread's earlier messages, cut to
-    the last ``prompts.history_turns`` turns.
+    The question is the last message when that is a human message, else ``question``
+    (which a finished run clears, so a thread never answers an old one again). A last
+    human message that was rejected (empty, not text) stays in the thread unanswered; a
+    later ``question`` input passes over it, so one bad input never breaks a thread. The
+    history is ``chat_history`` followed by the thread's earlier messages, cut to the
+    last ``prompts.history_turns`` turns.
 
     Raises:
         AdaptiveRAGError: No question, one that is not text, or a history that is not a
@@ -72,37 +78,42 @@ def start_of_run(state: AdaptiveRAGState, prompts: QAPrompts) -> dict[str, Any]:
             'graph.invoke({"question": "...", "chat_history": [HumanMessage("..."), ...]}).'
         )
         raise AdaptiveRAGError(msg)
-    messages = list(state.get("messages") or [])
+    messages: list[BaseMessage] = list(state.get("messages") or [])
+    given = state.get("question")
+    candidates: list[tuple[object, list[BaseMessage]]] = []
     if messages and isinstance(messages[-1], HumanMessage):
-        question: object = messages[-1].text
-        earlier = messages[:-1]
-    else:
-        question = state.get("question")
-        earlier = messages
-    _check_question(question)
-    shown = recent_turns([*(history or []), *earlier], prompts.history_turns)
-    return {"question": question, "history": shown}
+        candidates.append((str(messages[-1].text), messages[:-1]))
+    if given is not None and given != "":
+        # a question given as such: after a finished run (which clears it), or after a
+        # rejected message that the thread keeps unanswered (which it then passes over)
+        earlier = messages[:-1] if candidates else messages
+        candidates.append((given, earlier))
+    for question, earlier in candidates:
+        if _question_problem(question) is None:
+            shown = recent_turns([*(history or []), *earlier], prompts.history_turns)
+            return {"question": question, "history": shown}
+    first = candidates[0][0] if candidates else given
+    raise AdaptiveRAGError(_question_problem(first) or "no question")
 
 
-def _check_question(question: object) -> None:
-    """A non-empty question of encodable text."""
+def _question_problem(question: object) -> str | None:
+    """What is wrong with ``question`` (``None``: a non-empty string of encodable text)."""
     if not isinstance(question, str) or not question.strip():
-        msg = (
+        return (
             f"The graph received question={question!r}. Expected a non-empty string: "
             'graph.invoke({"question": "..."}) or graph.invoke({"messages": [("user", '
             '"...")]}).'
         )
-        raise AdaptiveRAGError(msg)
     try:
         question.encode("utf-8")
     except UnicodeEncodeError as error:
-        msg = (
+        return (
             f"The graph received a question with a character that is not text: "
             f"{question[error.start : error.end]!r} at position {error.start} (a lone "
             "surrogate, e.g. from text decoded with errors='surrogateescape'). Expected "
             "valid Unicode text. Fix: decode the source as UTF-8, or drop the character."
         )
-        raise AdaptiveRAGError(msg) from None
+    return None
 
 
 def _fresh_run(policy: Policy) -> dict[str, Any]:
@@ -243,6 +254,15 @@ def make_retrieve_node(
             )
             found, note = outcome.documents, outcome.error
             errors = 1 if outcome.error else 0
+        if errors:
+            _LOG.warning(
+                "%s: retrieval %d failed for query %r: %s (the run goes on without its "
+                "documents; RetrieverOptions(on_failure='raise') fails the run instead)",
+                policy.name,
+                int(state.get("counts", {}).get("retrievals", 0)) + 1,
+                query,
+                note,
+            )
         if not found and not note:
             note = "retriever returned no documents"
         docs = _to_docs(found, state.get("counts", {}).get("retrievals", 0) * top_k)
@@ -319,6 +339,10 @@ def sources(state: AdaptiveRAGState) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+_FAILURE_NOTES = ("retriever raised", "retriever not called")
+"""How the notes of failed retrievals begin (``call_retriever``'s errors)."""
+
+
 def _turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
     """This run's turn for ``messages``.
 
@@ -326,9 +350,19 @@ def _turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
     not asked as the last message.
     """
     question = state.get("question", "")
+    failures = [
+        str(event.get("note", ""))
+        for event in state.get("retrievals") or []
+        if str(event.get("note", "")).startswith(_FAILURE_NOTES)
+    ]
     reply = AIMessage(
         content=str(state.get("text", "")).strip(),
-        additional_kwargs={"answer": str(state.get("answer", "")), "sources": sources(state)},
+        additional_kwargs={
+            "answer": str(state.get("answer", "")),
+            "sources": sources(state),
+            "retrieval_errors": int(state.get("counts", {}).get("retrieval_errors", 0)),
+            "retrieval_failures": failures,
+        },
     )
     messages = state.get("messages") or []
     asked = bool(messages) and isinstance(messages[-1], HumanMessage)
@@ -343,6 +377,7 @@ def make_finalize_node(policy: Policy, ctx: RunContext) -> Node:
     def finalize(state: AdaptiveRAGState) -> dict[str, Any]:
         update = for_this_call(policy, ctx).finalize(ctx, state)
         final: AdaptiveRAGState = {**state, **update}  # type: ignore[typeddict-item]
-        return {**update, "messages": _turn_messages(final), "finished": True}
+        reply = _turn_messages(final)
+        return {**update, "messages": reply, "finished": True, "question": ""}  # answered
 
     return finalize

@@ -311,7 +311,7 @@ def create_adaptive_rag_router_graph(
 
     def tally(state: AdaptiveRAGRouterState) -> dict[str, Any]:
         spent = state.get("classifier_counts") or bump(None)
-        return {"counts": bump(state.get("counts"), **spent)}
+        return {"counts": bump(state.get("counts"), **spent), "question": ""}  # answered
 
     executor = getattr(trace_model, "async_executor", None)
     graph.add_node("classify", graph_node("classify", classify, executor))  # type: ignore[arg-type]

@@ -71,5 +71,7 @@ def test_demo_runs_the_toy_world(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_demo_rejects_an_unknown_method(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--methods", "dragin,magic"]) == 2
-    assert "Unknown method(s) ['magic']" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as ended:  # argparse's error, before anything loads
+        main(["demo", "--methods", "dragin,magic"])
+    assert ended.value.code == 2
+    assert "method='magic' is unknown" in capsys.readouterr().err

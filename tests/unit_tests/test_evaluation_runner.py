@@ -598,7 +598,7 @@ def test_config_override_type_words() -> None:
         parse_config_overrides(["limit=x"], ToyConfig)
     with pytest.raises(AdaptiveRAGError, match="expected a list of 2 items"):
         parse_config_overrides(["pair=1,2,3"], ToyConfig)
-    with pytest.raises(AdaptiveRAGError, match=r"method='best'; expected one of"):
+    with pytest.raises(AdaptiveRAGError, match=r"method='best' is unknown\. Expected one of"):
         config_class_for("best")
 
 

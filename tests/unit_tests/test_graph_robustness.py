@@ -3,6 +3,7 @@ checkpoints; and the typed decision record every method streams."""
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -108,6 +109,35 @@ def test_a_programming_error_is_not_retried() -> None:
         ConnectionError()
     )
     assert not is_transient_retriever_error(KeyError("x"))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [AttributeError("'Index' object has no attribute 'search'"), NameError("x"), TypeError("t")],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_bug_in_the_retrievers_own_code_is_not_retried_and_shows(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    retriever = FlakyRetriever(failures=10, error=error)
+    with caplog.at_level(logging.WARNING, logger="langchain_adaptive_rag"):
+        result = _single_round(retriever)
+    assert retriever.calls == 1  # a bug, not a transient failure
+    note = f"retriever raised {type(error).__name__}: {error}"
+    assert result["retrievals"][0]["note"] == note
+    warned = [r for r in caplog.records if r.name.startswith("langchain_adaptive_rag")]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert note in warned[0].getMessage() and "on_failure='raise'" in warned[0].getMessage()
+    reply = result["messages"][-1].additional_kwargs
+    assert reply["retrieval_errors"] == 1 and reply["retrieval_failures"] == [note]
+
+
+def test_a_run_without_failures_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="langchain_adaptive_rag"):
+        result = _single_round(FlakyRetriever())
+    assert not [r for r in caplog.records if r.name.startswith("langchain_adaptive_rag")]
+    reply = result["messages"][-1].additional_kwargs
+    assert reply["retrieval_errors"] == 0 and reply["retrieval_failures"] == []
 
 
 def test_on_failure_raise_fails_the_run() -> None:

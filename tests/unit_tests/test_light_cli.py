@@ -9,6 +9,7 @@ from typing import get_args
 import pytest
 
 from langchain_adaptive_rag import catalogue
+from langchain_adaptive_rag.errors import AdaptiveRAGError
 
 HEAVY = ("torch", "transformers", "langgraph", "bm25s", "spacy", "numpy")
 
@@ -35,6 +36,8 @@ print(sorted(m for m in {heavy!r} if m in sys.modules))
         ["model", "--help"],
         ["eval", "--method", "nope"],
         ["demo", "--per-category", "0"],
+        ["demo", "--methods", "DRAGIN,dragn"],
+        ["--version"],
     ],
     ids=lambda argv: " ".join(argv),
 )
@@ -68,3 +71,52 @@ def test_the_served_graphs_module_imports_nothing_heavy() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("dragin", "dragin"),
+        ("DRAGIN", "dragin"),
+        ("Adaptive-RAG", "adaptive_rag"),
+        ("adaptive rag", "adaptive_rag"),
+        ("SR-RAG", "single_round"),
+        ("wo-RAG", "no_retrieval"),
+        ("Self-RAG", "self_rag"),
+        (" TA-ARE ", "ta_are"),
+    ],
+)
+def test_a_method_is_named_by_its_id_or_its_papers_name_in_any_case(
+    name: str, expected: str
+) -> None:
+    assert catalogue.method_id(name) == expected
+
+
+def test_every_papers_name_names_its_method() -> None:
+    from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name, policy_class
+
+    for method in AVAILABLE_METHODS:
+        assert catalogue.method_id(display_name(method)) == method
+        assert policy_class(display_name(method).upper()) is policy_class(method)
+
+
+def test_a_near_miss_is_answered_with_the_nearest_name() -> None:
+    with pytest.raises(AdaptiveRAGError, match=r"'dragn' is unknown\. Did you mean 'dragin'"):
+        catalogue.method_id("dragn")
+    with pytest.raises(AdaptiveRAGError, match="Did you mean 'single_round'"):
+        catalogue.method_id("sr-rg")
+    with pytest.raises(AdaptiveRAGError, match=r"'raptor' is unknown. Expected one of \["):
+        catalogue.method_id("raptor")
+
+
+def test_version_and_method_names_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from langchain_adaptive_rag import __version__
+    from langchain_adaptive_rag.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--version"])
+    assert ended.value.code == 0 and capsys.readouterr().out == f"adaptive-rag {__version__}\n"
+    with pytest.raises(SystemExit) as ended:
+        main(["demo", "--methods", "flare,DRAGN"])
+    assert ended.value.code == 2
+    assert "Did you mean 'dragin'" in capsys.readouterr().err

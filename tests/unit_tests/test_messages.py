@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
+from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
 from langchain_adaptive_rag.graphs.fixed import create_no_retrieval_graph
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
@@ -38,7 +44,12 @@ def test_messages_in_an_ai_message_out() -> None:
     assert isinstance(question, HumanMessage) and question.content == FIRST
     assert isinstance(reply, AIMessage)
     assert reply.content == "Anna Berg. So the answer is Anna Berg."
-    assert reply.additional_kwargs == {"answer": "Anna Berg", "sources": []}
+    assert reply.additional_kwargs == {
+        "answer": "Anna Berg",
+        "sources": [],
+        "retrieval_errors": 0,
+        "retrieval_failures": [],
+    }
     assert result["answer"] == "Anna Berg"  # the answer, text, retrievals, counts stay
 
 
@@ -100,3 +111,51 @@ def test_no_question_anywhere_is_explained() -> None:
     graph = _graph(FakeTraceModel([]), memory=False)
     with pytest.raises(AdaptiveRAGError, match=r'received question=None.*"messages": \[\("user"'):
         graph.invoke({"messages": [AIMessage("hello")]})
+
+
+def _checkpointers(tmp_path: Path) -> list[object]:
+    connection = sqlite3.connect(tmp_path / "threads.sqlite", check_same_thread=False)
+    return [InMemorySaver(), SqliteSaver(connection)]
+
+
+@pytest.mark.parametrize("saver", ["memory", "sqlite"])
+@pytest.mark.parametrize("method", ["no_retrieval", "adaptive_rag"])
+@pytest.mark.parametrize(
+    ("bad", "then"),
+    [
+        ({"messages": [("user", "")]}, {"question": FIRST}),
+        ({"messages": [("user", "  ")]}, {"messages": [("user", FIRST)]}),
+        ({"question": ""}, {"messages": [("user", FIRST)]}),
+        ({"question": 7}, {"question": FIRST}),
+    ],
+    ids=[
+        "empty-message-then-question",
+        "blank-message-then-message",
+        "empty-q-then-message",
+        "number-then-question",
+    ],
+)
+def test_a_rejected_input_never_poisons_its_thread(
+    saver: str, method: str, bad: dict[str, object], then: dict[str, object], tmp_path: Path
+) -> None:
+    memory, sqlite = _checkpointers(tmp_path)
+    model = FakeTraceModel([REPLIES[0], REPLIES[1]])
+    graph = create_adaptive_rag_graph(
+        model,
+        RecordingRetriever(),
+        method,
+        prompts=NO_SHOTS,
+        config=AdaptiveRAGConfig(classifier="rule") if method == "adaptive_rag" else None,
+        checkpointer=memory if saver == "memory" else sqlite,  # type: ignore[arg-type]
+    )
+    thread = {"configurable": {"thread_id": "chat"}}
+    with pytest.raises(AdaptiveRAGError, match="received question="):
+        graph.invoke(bad, thread)  # type: ignore[arg-type]
+    first = graph.invoke(then, thread)  # type: ignore[arg-type]
+    assert first["messages"][-1].content.endswith("So the answer is Anna Berg.")
+    assert FIRST in model.prompts[-1]
+    second = graph.invoke({"messages": [("user", SECOND)]}, thread)  # type: ignore[arg-type]
+    assert second["answer"] == "1931"
+    # a finished run's question is not answered again for an empty message
+    with pytest.raises(AdaptiveRAGError, match="received question=''"):
+        graph.invoke({"messages": [("user", "")]}, thread)  # type: ignore[arg-type]

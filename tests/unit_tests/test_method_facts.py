@@ -49,7 +49,7 @@ def test_configs_and_thresholds_come_from_the_policies() -> None:
     assert policy_class("dragin").threshold_symbol == "θ"
     for method, field in THRESHOLD_FIELDS.items():
         assert hasattr(config_class(method)(), field)
-    with pytest.raises(AdaptiveRAGError, match="expected one of"):
+    with pytest.raises(AdaptiveRAGError, match="Expected one of"):
         policy_class("dragon")
 
 
