@@ -6,10 +6,11 @@ sources the answer read, numbered, each with its title and URL (or source) and t
 of its text. Its artifact is the run's output (``answer``, ``text``, ``retrievals``,
 ``counts``, ``sources``), for the application, not the model.
 
-With ``create_react_agent`` (LangGraph) or ``create_agent`` (LangChain)::
+With LangChain 1.x's ``create_agent`` (``langchain.agents``; LangGraph's older
+``create_react_agent`` takes the tool too)::
 
     tool = graph.as_tool(name="wiki_qa", description="Answers questions from Wikipedia.")
-    agent = create_react_agent(chat_model, [tool])
+    agent = create_agent(chat_model, [tool])
     agent.invoke({"messages": [("user", "When was the director of Blue Harbour born?")]})
 """
 

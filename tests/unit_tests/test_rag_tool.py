@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool
+from langchain_tests.integration_tests import ToolsIntegrationTests
+from langchain_tests.unit_tests import ToolsUnitTests
 from langgraph.errors import GraphRecursionError
 from langgraph.prebuilt import create_react_agent
 
@@ -77,14 +81,44 @@ def test_the_tool_takes_the_question_and_names_its_sources() -> None:
     assert message.artifact["sources"][0]["metadata"]["title"] == "Anna Berg"
 
 
-@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
-def test_an_agent_calls_the_tool_and_answers_from_it() -> None:
-    model = ToolCallingModel()
-    agent = create_react_agent(model, [_graph().as_tool(name="wiki_qa")])
+def test_a_langchain_v1_agent_calls_the_tool_and_answers_from_it() -> None:
+    agent = create_agent(ToolCallingModel(), [_graph().as_tool(name="wiki_qa")])
     result = agent.invoke({"messages": [("user", QUESTION)]})
     tool_message = result["messages"][2]
     assert isinstance(tool_message, ToolMessage) and tool_message.name == "wiki_qa"
+    assert tool_message.artifact["answer"] == "1931"
     assert result["messages"][-1].content == "From the sources: Answer: 1931"
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_langgraphs_older_prebuilt_agent_calls_it_too() -> None:
+    agent = create_react_agent(ToolCallingModel(), [_graph().as_tool(name="wiki_qa")])
+    result = agent.invoke({"messages": [("user", QUESTION)]})
+    assert result["messages"][-1].content == "From the sources: Answer: 1931"
+
+
+class _RagToolParams:
+    """The graph's tool as LangChain's standard tool suites build it."""
+
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return cast(BaseTool, _graph().as_tool(name="wiki_qa"))
+
+    @property
+    def tool_constructor_params(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"question": QUESTION}
+
+
+class TestRagToolStandard(_RagToolParams, ToolsUnitTests):
+    """LangChain's tool unit suite."""
+
+
+class TestRagToolStandardIntegration(_RagToolParams, ToolsIntegrationTests):
+    """LangChain's tool integration suite (invoked as an agent's tool call)."""
 
 
 def test_a_long_run_in_a_batch_or_a_tool_is_not_cut_at_25_steps() -> None:
