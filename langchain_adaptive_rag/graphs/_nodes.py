@@ -267,7 +267,14 @@ def make_retrieve_node(
             note = "retriever returned no documents"
         docs = _to_docs(found, state.get("counts", {}).get("retrievals", 0) * top_k)
         get_stream_writer()(
-            {"event": "retrieval", "query": query, "doc_ids": [d["id"] for d in docs], "note": note}
+            {
+                "event": "retrieval",
+                "query": query,
+                "doc_ids": [d["id"] for d in docs],
+                "doc_texts": [d["text"] for d in docs],
+                "doc_metadata": [dict(d["metadata"]) for d in docs],
+                "note": note,
+            }
         )
         decision = dict(state.get("decision") or retrieval_decision(0, retrieve=True))
         decision["note"] = "; ".join(n for n in (str(decision.get("note", "")), note) if n)

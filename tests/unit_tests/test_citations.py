@@ -44,6 +44,17 @@ def test_metadata_reaches_the_events_and_the_answers_sources() -> None:
     assert sources[0]["text"].startswith("Anna Berg (born 1931)")
 
 
+def test_the_streamed_retrieval_event_carries_each_documents_text_and_metadata() -> None:
+    graph = _graph()
+    events = list(graph.stream({"question": QUESTION}, stream_mode="custom"))
+    (streamed,) = [e for e in events if e["event"] == "retrieval"]
+    (recorded,) = graph.invoke({"question": QUESTION})["retrievals"]
+    assert streamed["doc_ids"] == recorded["doc_ids"] == ["wiki-17", "wiki-3"]
+    assert streamed["doc_texts"] == recorded["doc_texts"]
+    assert streamed["doc_texts"][0].startswith("Anna Berg (born 1931)")
+    assert streamed["doc_metadata"] == recorded["doc_metadata"] == [EXPECTED, {}]
+
+
 def test_metadata_survives_a_strict_checkpoint() -> None:
     saver = InMemorySaver(serde=JsonPlusSerializer(allowed_msgpack_modules=None))
     graph = _graph(checkpointer=saver)

@@ -135,6 +135,8 @@ def test_dragin_record_matches_the_script(dragin_record: RunRecord) -> None:
             "event": "retrieval",
             "query": "Anna Berg. born",
             "doc_ids": ["p0", "p1", "p2"],
+            "doc_texts": PASSAGES,
+            "doc_metadata": [{}, {}, {}],
             "note": "",
         }
     ]
