@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
 
-__all__ = list(METHOD_NAMES)  # each a factory: see __getattr__
+__all__ = list(METHOD_NAMES)  # each a factory, made below from the registry
 
 GraphFactory = Callable[["RunnableConfig"], "AdaptiveRAGGraph"]
 """What ``langgraph.json`` names: a function from the run's config to a compiled graph."""
@@ -58,16 +58,16 @@ def _toy_parts() -> tuple[Any, Any]:
     return load_toy_model(batch_concurrent_calls=True), toy_retriever()
 
 
-@functools.cache
-def __getattr__(name: str) -> GraphFactory:
-    """The factory of the method ``name``: its graph over the toy world, built once."""
-    if name not in METHOD_NAMES:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
+def _factory(method: str) -> GraphFactory:
+    """The factory ``langgraph.json`` names for ``method``: its graph over the toy world."""
 
     def factory(config: RunnableConfig) -> AdaptiveRAGGraph:
-        return _toy_graph(name)
+        return _toy_graph(method)
 
-    factory.__name__ = factory.__qualname__ = name
-    factory.__doc__ = f"The {name} graph over the toy world."
+    factory.__name__ = factory.__qualname__ = method
+    factory.__doc__ = f"The {method} graph over the toy world."
     return factory
+
+
+# one module attribute per registered method (LangGraph's server reads the module's dict)
+globals().update({method: _factory(method) for method in METHOD_NAMES})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -20,6 +21,7 @@ __all__ = [
     "Word",
     "aggregate_words",
     "attention_received",
+    "bare_word",
     "energy_score",
     "first_sentence",
     "flare_sentence_score",
@@ -403,6 +405,22 @@ def masked_query(tokens: Sequence[str], probs: Sequence[float] | np.ndarray, bet
     """
     kept = "".join(t for t, p in zip(tokens, probs, strict=True) if p >= beta)
     return " ".join(kept.split())
+
+
+def bare_word(text: str) -> str:
+    """A word without the punctuation around it (``"Grahn."`` is ``"Grahn"``).
+
+    Inner punctuation stays (``"U.S"`` from ``"U.S."``, ``"1956-57"``); a word of
+    punctuation alone is ``""``.
+    """
+    return text.strip().strip(_SURROUNDING_PUNCTUATION)
+
+
+_SURROUNDING_PUNCTUATION = (
+    string.punctuation + "\u201c\u201d\u2018\u2019\u00ab\u00bb\u2026\u2013\u2014"
+)
+"""What ``bare_word`` strips from a word's ends: ASCII punctuation, typographic quotes,
+guillemets, the ellipsis and dashes."""
 
 
 def is_content_word(text: str, stop_words: frozenset[str] | None = None) -> bool:

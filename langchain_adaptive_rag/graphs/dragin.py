@@ -50,6 +50,7 @@ from langchain_adaptive_rag.signals import (
     Word,
     aggregate_words,
     attention_received,
+    bare_word,
     is_content_word,
     merge_tokens_into_words,
     qfs_select,
@@ -188,6 +189,11 @@ class DRAGINPolicy(Policy):
     threshold_field = "theta"
     threshold_signal = "rind"
     threshold_direction = "above"
+    decision_rule = (
+        "DRAGIN retrieves at the first sentence that has a word with RIND s(w) over θ; "
+        "the trigger is that sentence's first such word, and every word over θ there is "
+        "outlined"
+    )
     colour = "#d62728"
     needs_attention = True
     config: DRAGINConfig
@@ -360,17 +366,21 @@ class DRAGINPolicy(Policy):
         tokens = state.get("draft_tokens", [])
         trigger_start = int(words[trigger.words[0]]["start"])
         finished = bool(update.get("finished"))
+        # the explanation names the trigger itself: the sentence's first triggering word
+        # (reference: the first content word over theta), its own s(w), words bare
+        shown = next((i for i in hits if bare_word(str(words[i]["text"]))), trigger.words[0])
         decision = retrieval_decision(
             step,
             retrieve=not finished,
-            score=trigger.score,
+            score=float(words[shown]["score"]),
             threshold=self.config.theta,
-            trigger_position=trigger_start,
-            trigger_word=str(words[trigger.words[0]]["text"]),
-            trigger_words=[str(words[i]["text"]) for i in hits],
+            trigger_position=int(words[shown]["start"]),
+            trigger_word=bare_word(str(words[shown]["text"])) or str(words[shown]["text"]),
+            trigger_words=[w for i in hits if (w := bare_word(str(words[i]["text"])))],
             note="the text before the trigger ended the run" if finished else "",
         )
         query_inputs: dict[str, QueryInput] = {
+            "trigger": str(words[trigger.words[0]]["text"]),
             "trigger_words": [str(words[i]["text"]) for i in hits],
             "prefix": "".join(tokens[cut:trigger_start]),
             "earlier": earlier,
@@ -391,8 +401,7 @@ class DRAGINPolicy(Policy):
         if self.config.mode == "reference":
             return self._reference_query(ctx, state)
         inputs = state.get("query_inputs", {})
-        decision = state.get("decision")
-        trigger_word = str(decision["trigger_word"] or "") if decision else ""
+        trigger_word = str(inputs.get("trigger", ""))
         excluded = {_norm(str(w)) for w in inputs.get("trigger_words", [])}
         context = " ".join(
             part.strip()

@@ -124,6 +124,11 @@ class FLAREPolicy(Policy):
     threshold_field = "theta"
     threshold_signal = "probability"
     threshold_direction = "below"
+    decision_rule = (
+        "FLARE retrieves at the first sentence that has a token with probability under "
+        "θ (with the mean rule: whose mean 1 - p is over θ); the trigger is its least "
+        "probable token"
+    )
     colour = "#1f77b4"
 
     @property

@@ -247,6 +247,8 @@ class MethodFacts:
     that is no single token's signal."""
     threshold_direction: ClassVar[Literal["above", "below"]] = "above"
     """Whether a value ``"above"`` the threshold retrieves, or one ``"below"`` it."""
+    decision_rule: ClassVar[str] = ""
+    """The retrieval rule in words, as the pictures and reports state it (``""``: none)."""
     colour: ClassVar[str] = "#7f7f7f"
     """The method's colour in plots."""
     trained_model: ClassVar[str | None] = None

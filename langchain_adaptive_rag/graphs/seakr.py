@@ -239,6 +239,10 @@ class SeaKRPolicy(Policy):
     threshold_field = "delta"
     threshold_signal = "uncertainty"
     threshold_direction = "above"
+    decision_rule = (
+        "SeaKR retrieves when a step's uncertainty U is over δ (while fewer than max_docs "
+        "documents are kept)"
+    )
     threshold_symbol = "δ"
     colour = "#2ca02c"
     config: SeaKRConfig

@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name, policy_class
-from langchain_adaptive_rag.signals import is_content_word
+from langchain_adaptive_rag.signals import bare_word, is_content_word
 from langchain_adaptive_rag.visualize._colours import colormap_hex
-from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord
+from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord, WordRecord
 
 __all__ = [
     "ROUTES",
@@ -22,6 +23,7 @@ __all__ = [
     "SignalSpec",
     "check_record",
     "check_signal",
+    "decision_rule",
     "default_signal",
     "derived_round_score",
     "printable",
@@ -192,13 +194,21 @@ def query_words(query: str) -> set[str]:
 
 
 def trigger_tokens(round_: Round) -> set[int]:
-    """Indexes of the draft tokens that hold the trigger (word, token or whole step)."""
+    """Indexes of the draft tokens that crossed the threshold (word, token or whole step).
+
+    For a method that scores words (DRAGIN), every word of the triggering sentence that
+    the decision lists in ``trigger_words``: exactly what crossed the threshold. Else
+    the trigger's own word or token.
+    """
     decision = round_.decision
     if decision is None or decision.trigger_position is None or not round_.tokens:
         return set()
     position = decision.trigger_position
     if not 0 <= position < len(round_.tokens):
         return set()
+    crossed = _triggering_words(round_, position, decision.trigger_words)
+    if crossed:
+        return {i for w in crossed for i in range(w.start, min(w.end, len(round_.tokens)))}
     offsets = [0]
     for token in round_.tokens:
         offsets.append(offsets[-1] + len(token.text))
@@ -210,6 +220,18 @@ def trigger_tokens(round_: Round) -> set[int]:
         if found >= 0:
             start, end = found, found + len(word)
     return {i for i in range(len(round_.tokens)) if offsets[i] < end and offsets[i + 1] > start}
+
+
+def _triggering_words(round_: Round, position: int, listed: Sequence[str]) -> list[WordRecord]:
+    """The words of the sentence holding token ``position`` that the decision listed."""
+    if not listed or not round_.words:
+        return []
+    index = next((i for i, w in enumerate(round_.words) if w.start <= position < w.end), None)
+    if index is None:
+        return []
+    start, end = next(((a, b) for a, b in round_.sentences if a <= index < b), (index, index + 1))
+    wanted = set(listed)
+    return [w for w in round_.words[start:end] if bare_word(w.text) in wanted]
 
 
 def printable(text: str) -> str:
@@ -237,6 +259,13 @@ ROUTES: dict[str, str] = {
 def method_title(record: RecordedRun) -> str:
     """The papers' name of the record's method (``SR-RAG``), for headings and titles."""
     return display_name(record.method)
+
+
+def decision_rule(record: RecordedRun) -> str:
+    """The record's method's retrieval rule in words (``""`` for an unknown method)."""
+    if record.method in AVAILABLE_METHODS:
+        return policy_class(record.method).decision_rule
+    return ""
 
 
 def threshold_symbol(record: RecordedRun) -> str:

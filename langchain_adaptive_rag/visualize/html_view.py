@@ -20,6 +20,7 @@ from langchain_adaptive_rag.visualize._style import (
     Signal,
     check_record,
     check_signal,
+    decision_rule,
     default_signal,
     derived_round_score,
     method_title,
@@ -289,12 +290,15 @@ def _legend_html(record: RecordedRun, scale: Scale) -> str:
         threshold_text = (
             f"<span>threshold {threshold_symbol(record)} = {scale.threshold:g} (dashed)</span>"
         )
+    rule = decision_rule(record)
+    rule_html = f'<span class="arag-muted">{_esc(rule)}</span>' if rule else ""
     return (
         '<div class="arag-legend"><div class="arag-scale">'
         f"<b>{_esc(SPECS[scale.signal].label)}</b> <span>{scale.lo:.3g}</span>"
         f'<div class="arag-bar" style="background:linear-gradient(to right, {stops})">{tick}'
         f"</div><span>{scale.hi:.3g}</span></div>{threshold_text}"
-        '<span><span class="arag-trigger">trigger</span>&nbsp; outlined</span>'
+        '<span><span class="arag-trigger">what crossed the threshold</span>&nbsp; outlined</span>'
+        f"{rule_html}"
         '<span><span class="arag-inq">query word</span> underlined, '
         '<mark class="arag-q">highlighted</mark> in the text</span>'
         '<span><span class="arag-cut">✂</span> accepted text ends</span>'

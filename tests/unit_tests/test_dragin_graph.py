@@ -27,7 +27,7 @@ def test_rind_triggers_and_qfs_builds_the_query(mode: str) -> None:
     sentence_two = a[7:12]
     expected = 5 * sentence_two[-1] / sentence_two.sum() * 3.0
     (event,) = result["retrievals"]
-    assert event["trigger_word"] == "1931." and event["trigger_position"] == 11
+    assert event["trigger_word"] == "1931" and event["trigger_position"] == 11  # bare
     assert event["score"] == pytest.approx(expected)
     assert event["threshold"] == 1.0
     # QFS: top 3 content words by the trigger's attention, in their original order
@@ -305,7 +305,7 @@ def test_both_modes_score_the_sentence_that_gives_the_answer() -> None:
             model, RecordingRetriever(), config=config, prompts=NO_SHOTS
         ).invoke({"question": QUESTION})
         assert len(result["retrievals"]) == 1, mode
-        assert result["retrievals"][0]["trigger_word"] == "1931.", mode
+        assert result["retrievals"][0]["trigger_word"] == "1931", mode
         assert result["answer"] == "1930", mode
 
 
@@ -368,7 +368,7 @@ def test_query_formulations_of_table_6_ask_from_the_context_before_the_trigger(
         {"question": QUESTION}
     )
     (event,) = result["retrievals"]
-    assert event["trigger_word"] == "1931."  # RIND decides when, as with QFS
+    assert event["trigger_word"] == "1931"  # RIND decides when, as with QFS
     assert retriever.queries == [CONTEXT_QUERIES[mode, formulation]]
     assert model.attention_texts[1] == " So the answer is 1930."  # no QFS forward pass
 
@@ -383,3 +383,27 @@ def test_query_formulation_is_a_per_call_setting() -> None:
     assert retriever.queries == ["Blue Harbour was directed by Anna Berg."]
     with pytest.raises(AdaptiveRAGError, match="query_formulation must be one of 'qfs'"):
         DRAGINConfig(query_formulation="last_word")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["reference", "paper"])
+def test_the_decision_names_the_trigger_with_its_own_score_and_bare_words(mode: str) -> None:
+    # two words of the second sentence over theta: "born" first, "1931." higher
+    entropies = (0.1,) * 9 + (4.0, 0.1, 6.0)
+    draft = ScriptedResponse(
+        "".join(dragin_script.DRAFT_TOKENS), tokens=dragin_script.DRAFT_TOKENS, entropies=entropies
+    )
+    model = dragin_script.model(draft, " So the answer is 1930.", " So the answer is 1930.")
+    graph = create_dragin_graph(
+        model,
+        RecordingRetriever(),
+        config=DRAGINConfig(mode=mode, theta=0.5),
+        prompts=NO_SHOTS,  # type: ignore[arg-type]
+    )
+    (event,) = graph.invoke({"question": QUESTION})["retrievals"]
+    # RIND by hand: s(w) = H(w) * a(w) * n / sum(a) over the sentence, a(i) = 1 / (i + 1)
+    a = 1.0 / np.arange(1, 13)
+    rind = {i: entropies[i] * 5 * a[i] / a[7:12].sum() for i in (9, 11)}
+    assert rind[9] > 0.5 and rind[11] > rind[9]  # both trigger; the first is the trigger
+    assert event["trigger_word"] == "born" and event["trigger_position"] == 9
+    assert event["score"] == pytest.approx(rind[9])  # its own, not the sentence's largest
+    assert event["score"] > event["threshold"]

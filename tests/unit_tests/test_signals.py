@@ -246,3 +246,12 @@ def test_gram_uncertainty_by_hand() -> None:
 
 def test_merge_words_of_no_tokens_is_no_words() -> None:
     assert merge_tokens_into_words([]) == []
+
+
+def test_bare_word_strips_the_punctuation_around_a_word() -> None:
+    from langchain_adaptive_rag.signals import bare_word
+
+    assert bare_word("Grahn.") == "Grahn" and bare_word(" 1956,") == "1956"
+    assert bare_word("\u201cOslo\u201d") == "Oslo" and bare_word("(born") == "born"
+    assert bare_word("U.S.") == "U.S" and bare_word("1956-57") == "1956-57"  # inner stays
+    assert bare_word("...") == "" and bare_word("Erik") == "Erik"

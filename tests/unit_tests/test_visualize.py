@@ -115,7 +115,7 @@ def test_dragin_record_matches_the_script(dragin_record: RunRecord) -> None:
     assert [t.attention for t in first.tokens] == pytest.approx(list(a))
     decision = first.decision
     assert decision is not None and decision.retrieves
-    assert decision.trigger_position == 11 and decision.trigger_word == "1931."
+    assert decision.trigger_position == 11 and decision.trigger_word == "1931"
     assert decision.score == pytest.approx(expected) and decision.threshold == 1.0
     # reference mode (the DRAGIN code): the sentences before the trigger join the text with
     # the regenerated sentence, stripped and joined by single spaces
@@ -370,3 +370,39 @@ def test_every_method_is_drawn_offline(method: str, tmp_path: Path) -> None:
         return
     for node in NODES:
         assert node in svg and node in mermaid
+
+
+@pytest.mark.parametrize("mode", ["reference", "paper"])
+def test_the_event_the_heat_map_and_the_report_name_the_same_trigger_and_score(
+    mode: str,
+) -> None:
+    from langchain_adaptive_rag.testing import ScriptedResponse
+    from langchain_adaptive_rag.visualize import report_html
+    from langchain_adaptive_rag.visualize._style import trigger_tokens
+
+    # the second sentence has two words over theta: "born" first, "1931." higher
+    entropies = (0.1,) * 9 + (4.0, 0.1, 6.0)
+    tokens = dragin_script.DRAFT_TOKENS
+    draft = ScriptedResponse("".join(tokens), tokens=tokens, entropies=entropies)
+    model = dragin_script.model(draft, " So the answer is 1930.", " So the answer is 1930.")
+    config = DRAGINConfig(mode=mode, theta=0.5)  # type: ignore[arg-type]
+    graph = create_dragin_graph(model, RecordingRetriever(), config=config, prompts=NO_SHOTS)
+    record = record_run(graph, QUESTION, attention_model=model)
+    (event,) = [e for e in record.events if e["event"] == "decision" and e["retrieve"]]
+    decision = record.rounds[0].decision
+    assert decision is not None
+    # the event and the record agree, and name the first word over theta with its own s(w)
+    assert (event["trigger_word"], event["score"]) == (decision.trigger_word, decision.score)
+    assert event["trigger_word"] == "born" and event["trigger_words"] == ["born", "1931"]
+    assert (event["signal"], event["direction"]) == ("rind", "above")
+    round_ = record.rounds[0]
+    assert round_.tokens[decision.trigger_position].rind == pytest.approx(decision.score)
+    # the heat-map outlines exactly the words over theta, and no other token
+    outlined = trigger_tokens(round_)
+    over = {i for i, t in enumerate(round_.tokens) if t.rind is not None and t.rind > 0.5}
+    assert outlined == over == {9, 11}
+    # the HTML view and the report say the same trigger, score and rule
+    said = f"Trigger: token #9 <code>born</code>; RIND s(w) = {decision.score:.3f} &gt;"
+    page = tokens_html(record, "rind")
+    assert said in page and "the first sentence that has a word with RIND" in page
+    assert said in report_html([record], title="t")
