@@ -378,8 +378,8 @@ def test_every_decision_streams_as_one_typed_record() -> None:
     for decision in decisions:
         assert set(decision) - {"event"} == set(RetrievalDecision.__annotations__)
     first, second = decisions
-    assert first["retrieve"] is True and first["trigger_word"] == "1931."
-    assert first["trigger_words"] == ["1931."] and first["step"] == 1
+    assert first["retrieve"] is True and first["trigger_word"] == "1931"  # bare
+    assert first["trigger_words"] == ["1931"] and first["step"] == 1
     assert second["retrieve"] is False and second["step"] == 2
 
 
