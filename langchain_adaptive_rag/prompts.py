@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
@@ -22,9 +22,11 @@ __all__ = [
     "DEFAULT_EXEMPLARS",
     "AnswerKind",
     "Exemplar",
+    "FollowupQuery",
     "QAPrompts",
     "build_prompt",
     "extract_answer",
+    "format_turns",
     "read_answer_as",
     "recent_turns",
 ]
@@ -32,6 +34,11 @@ __all__ = [
 AnswerKind = Literal["span", "yes_no"]
 """``span``: the answer is the text after the marker; ``yes_no``: it is read as "yes" when
 it starts with yes and "no" otherwise (StrategyQA, as in the DRAGIN code)."""
+
+FollowupQuery = Literal["rewrite", "concatenate", "as_asked"]
+"""How a follow-up question becomes the question its retrieval reads: ``"rewrite"``
+(the model rewrites it from the history), ``"concatenate"`` (the last turn goes before
+it) or ``"as_asked"`` (unchanged)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,23 @@ class QAPrompts:
     """One earlier chat turn; fields ``question`` and ``answer``."""
     history_turns: int = 4
     """Earlier chat turns shown (the most recent; ``0``: none): a thread's memory."""
+    followup_query: FollowupQuery = "rewrite"
+    """How a follow-up (a question asked after earlier turns) becomes the question its
+    retrievals read, so that "When was she born?" finds her passage: ``"rewrite"``: the
+    model rewrites it to stand on its own with ``followup_template``, as LangChain's
+    history-aware retriever does; ``"concatenate"``: the last turn's question and answer
+    go before it, for a model that cannot rewrite (the toy model); ``"as_asked"``:
+    retrieval reads it unchanged. Generation always sees the question as asked, after the
+    history."""
+    followup_template: str = (
+        "Rewrite the last question so that it can be understood without the conversation: "
+        "replace each pronoun or reference with the name it refers to. Write only the "
+        "question.\n\n{history}Last question: {question}\nStandalone question:"
+    )
+    """The rewrite prompt; fields ``history`` (the earlier turns, each in
+    ``history_template``) and ``question``. The first line generated is the question."""
+    followup_max_tokens: int = 48
+    """Token budget of the rewrite (at least 1)."""
     stop: tuple[str, ...] = field(default=("\n",))
     """Stop strings of every generation (the case's answer is one line)."""
     answer_kind: AnswerKind = "span"
@@ -95,6 +119,24 @@ class QAPrompts:
         turns = self.history_turns
         if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
             msg = f"QAPrompts.history_turns must be an integer >= 0, got {turns!r}."
+            raise AdaptiveRAGError(msg)
+        if self.followup_query not in get_args(FollowupQuery):
+            msg = (
+                f"QAPrompts.followup_query must be one of {get_args(FollowupQuery)}, got "
+                f"{self.followup_query!r}."
+            )
+            raise AdaptiveRAGError(msg)
+        budget = self.followup_max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= 4096:
+            msg = (
+                f"QAPrompts.followup_max_tokens must be an integer from 1 to 4096, got {budget!r}."
+            )
+            raise AdaptiveRAGError(msg)
+        if "{question}" not in self.followup_template:
+            msg = (
+                "QAPrompts.followup_template must contain the field {question} (and may "
+                f"contain {{history}}), got {self.followup_template!r}."
+            )
             raise AdaptiveRAGError(msg)
 
 
@@ -124,7 +166,7 @@ def build_prompt(
         )
         for e in prompts.exemplars
     ]
-    parts.extend(prompts.history_template.format(question=q, answer=a) for q, a in _turns(history))
+    parts.append(format_turns(prompts, history))
     if docs:
         block = "".join(
             prompts.doc_template.format(index=i, text=d["text"]) for i, d in enumerate(docs, 1)
@@ -183,6 +225,13 @@ def recent_turns(history: Sequence[BaseMessage], count: int) -> list[BaseMessage
     """The last ``count`` human/AI turns of a chat history, as messages."""
     kept = _turns(history)[-count:] if count else []
     return [m for q, a in kept for m in (HumanMessage(q), AIMessage(a))]
+
+
+def format_turns(prompts: QAPrompts, history: Sequence[BaseMessage]) -> str:
+    """The earlier turns of ``history``, each in ``prompts.history_template``."""
+    return "".join(
+        prompts.history_template.format(question=q, answer=a) for q, a in _turns(history)
+    )
 
 
 def _turns(history: Sequence[BaseMessage]) -> list[tuple[str, str]]:

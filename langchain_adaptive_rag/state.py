@@ -90,6 +90,9 @@ class Counts(TypedDict):
     """Generation rounds."""
     retrieval_errors: int
     """Retrievals that finally failed (the run went on without their documents)."""
+    prompt_tokens: int
+    """Prompt tokens the model read, all calls (a served model's reported count; ``0``
+    where it reports none)."""
 
 
 class RetrievalDecision(TypedDict):
@@ -191,6 +194,10 @@ class AdaptiveRAGOutput(TypedDict):
     """Every retrieval of the run, in order."""
     counts: Counts
     """Retrievals, LLM calls, generated tokens and rounds."""
+    standalone_question: NotRequired[str]
+    """A follow-up as the run's retrievals read it, made to stand on its own from the
+    earlier turns at its first retrieval (``QAPrompts.followup_query``); ``""``: the
+    question as asked (no earlier turns, or no retrieval yet)."""
 
 
 class AdaptiveRAGState(AdaptiveRAGInput, AdaptiveRAGOutput):

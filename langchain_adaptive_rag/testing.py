@@ -12,10 +12,16 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 
 from langchain_adaptive_rag.errors import AttentionUnavailableError
 from langchain_adaptive_rag.options import (
@@ -33,6 +39,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "FakeTraceModel",
     "ScriptedResponse",
+    "ScriptedToolCaller",
     "ScriptedVocabulary",
     "TinyArchitecture",
     "create_tiny_model",
@@ -506,3 +513,48 @@ def _uniform_causal(pieces: Sequence[str]) -> np.ndarray:
     rows = np.tril(np.ones((size, size), dtype=np.float32))
     result: np.ndarray = (rows / np.maximum(rows.sum(axis=1, keepdims=True), 1.0))[None]
     return result
+
+
+class ScriptedToolCaller(BaseChatModel):
+    """A tool-calling chat model of fixed behaviour, for trying an agent without a server.
+
+    Given a user message it calls its first bound tool with ``{"question": <the
+    message>}``; given that tool's reply it answers with the reply's first line. It
+    stands in for any chat model with tool calling in ``create_agent``.
+    """
+
+    tool_name: str = ""
+    """The tool it calls (set by ``bind_tools``: the first tool's name)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-tool-caller"
+
+    def bind_tools(  # type: ignore[override]
+        self, tools: Sequence[BaseTool], *, tool_choice: str | None = None
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """This model, calling the first of ``tools``.
+
+        Args:
+            tools: The agent's tools (the first is called).
+            tool_choice: Accepted as LangChain passes it; the first tool is called.
+
+        Returns:
+            A copy that calls it.
+        """
+        return self.model_copy(update={"tool_name": tools[0].name if tools else ""})
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,  # LangChain's interface: call options a scripted model ignores
+    ) -> ChatResult:
+        last = messages[-1] if messages else HumanMessage("")
+        if isinstance(last, ToolMessage) or not self.tool_name:
+            reply = AIMessage(str(last.text).splitlines()[0] if last.text else "")
+        else:
+            call = {"name": self.tool_name, "args": {"question": last.text}, "id": "call-1"}
+            reply = AIMessage("", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])

@@ -9,12 +9,20 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages.ai import UsageMetadata
 from langgraph.config import get_stream_writer
 from langgraph.types import Overwrite
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs.call_config import call_overrides
-from langchain_adaptive_rag.graphs.policy import Policy, RunContext, bump, retrieval_decision
+from langchain_adaptive_rag.graphs.followup import standalone_question
+from langchain_adaptive_rag.graphs.policy import (
+    Policy,
+    RunContext,
+    bump,
+    model_call,
+    retrieval_decision,
+)
 from langchain_adaptive_rag.prompts import QAPrompts, recent_turns
 from langchain_adaptive_rag.retrieving import (
     AbandonedCalls,
@@ -24,6 +32,7 @@ from langchain_adaptive_rag.retrieving import (
 )
 from langchain_adaptive_rag.state import (
     AdaptiveRAGState,
+    Counts,
     RetrievalEvent,
     RetrievedDoc,
     plain_data,
@@ -39,6 +48,7 @@ __all__ = [
     "make_rerank_node",
     "make_retrieve_node",
     "make_score_need_node",
+    "run_usage",
     "sources",
     "start_of_run",
 ]
@@ -166,6 +176,7 @@ def make_draft_node(policy: Policy, ctx: RunContext) -> Node:
         # a new run: its question; on a thread whose run finished, a clean slate too
         start = start_of_run(state, ctx.prompts)
         reset = _fresh_run(method) if state.get("finished") else {}
+        start["standalone_question"] = ""  # made at the first retrieval of a follow-up
         fresh: AdaptiveRAGState = {**state, **reset, **start}  # type: ignore[typeddict-item]
         if reset:
             fresh["retrievals"] = []
@@ -196,9 +207,38 @@ def make_formulate_query_node(policy: Policy, ctx: RunContext) -> Node:
     """Node ``formulate_query``: the retrieval query."""
 
     def formulate_query(state: AdaptiveRAGState) -> dict[str, Any]:
-        return {"query": for_this_call(policy, ctx).formulate_query(ctx, state)}
+        update = _followup_standalone(ctx, state)
+        asked: AdaptiveRAGState = {**state, **update}  # type: ignore[typeddict-item]
+        return {**update, "query": for_this_call(policy, ctx).formulate_query(ctx, asked)}
 
     return formulate_query
+
+
+def _followup_standalone(ctx: RunContext, state: AdaptiveRAGState) -> dict[str, Any]:
+    """At a follow-up's first retrieval: its question made to stand on its own.
+
+    A run without earlier turns, or one that has made it already, changes nothing. The
+    rewrite (when ``QAPrompts.followup_query`` asks for one) counts as one of the run's
+    model calls, and a ``followup`` custom event says what retrieval reads.
+    """
+    history = state.get("history") or []
+    if not history or state.get("standalone_question"):
+        return {}
+    question = state["question"]
+    standalone = standalone_question(ctx.model, ctx.prompts, question, history)
+    update: dict[str, Any] = {"standalone_question": standalone.text}
+    if standalone.trace is not None:
+        update["counts"] = bump(state.get("counts"), **model_call(standalone.trace))
+    get_stream_writer()(
+        {
+            "event": "followup",
+            "question": question,
+            "standalone_question": standalone.text,
+            "how": standalone.how,
+            "note": standalone.note,
+        }
+    )
+    return update
 
 
 def _doc_id(document: Document, fallback: str) -> str:
@@ -350,6 +390,21 @@ _FAILURE_NOTES = ("retriever raised", "retriever not called")
 """How the notes of failed retrievals begin (``call_retriever``'s errors)."""
 
 
+def run_usage(counts: Counts) -> UsageMetadata:
+    """A run's token usage, summed over its model calls, as LangChain reports a call's.
+
+    Args:
+        counts: The run's counts (``prompt_tokens`` and ``generated_tokens``).
+
+    Returns:
+        ``input_tokens`` (every call's prompt; ``0`` for a served model that reports
+        none), ``output_tokens`` (every generated token, all samples) and their total.
+    """
+    read = int(counts.get("prompt_tokens", 0))
+    written = int(counts.get("generated_tokens", 0))
+    return UsageMetadata(input_tokens=read, output_tokens=written, total_tokens=read + written)
+
+
 def _turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
     """This run's turn for ``messages``.
 
@@ -362,14 +417,20 @@ def _turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
         for event in state.get("retrievals") or []
         if str(event.get("note", "")).startswith(_FAILURE_NOTES)
     ]
+    counts = state.get("counts") or bump(None)
+    extra: dict[str, Any] = {
+        "answer": str(state.get("answer", "")),
+        "sources": sources(state),
+        "retrieval_errors": int(counts.get("retrieval_errors", 0)),
+        "retrieval_failures": failures,
+    }
+    standalone = state.get("standalone_question", "")
+    if standalone and standalone != question:
+        extra["standalone_question"] = standalone
     reply = AIMessage(
         content=str(state.get("text", "")).strip(),
-        additional_kwargs={
-            "answer": str(state.get("answer", "")),
-            "sources": sources(state),
-            "retrieval_errors": int(state.get("counts", {}).get("retrieval_errors", 0)),
-            "retrieval_failures": failures,
-        },
+        additional_kwargs=extra,
+        usage_metadata=run_usage(counts),
     )
     messages = state.get("messages") or []
     asked = bool(messages) and isinstance(messages[-1], HumanMessage)

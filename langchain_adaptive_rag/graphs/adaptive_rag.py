@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
@@ -41,7 +42,7 @@ from langchain_adaptive_rag.graphs._builder import (
     build_adaptive_rag_graph,
     graph_node,
 )
-from langchain_adaptive_rag.graphs._nodes import start_of_run
+from langchain_adaptive_rag.graphs._nodes import run_usage, start_of_run
 from langchain_adaptive_rag.graphs.call_config import call_overrides, context_schema
 from langchain_adaptive_rag.graphs.complexity import (
     Complexity,
@@ -58,6 +59,7 @@ from langchain_adaptive_rag.graphs.policy import (
     Policy,
     TraceModel,
     bump,
+    model_call,
 )
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
@@ -219,7 +221,7 @@ class AdaptiveRAGRouter(MethodFacts):
             stop=("\n",),
         )
         trace = self.model.generate_trace(complexity_prompt(question), decoding=decoding)[0]
-        counts = bump(None, llm_calls=1, generated_tokens=trace.num_tokens)
+        counts = bump(None, **model_call(trace))
         label = read_complexity(trace.text, source="The chat model")
         if label is None:
             note = f"the classifier's reply {trace.text!r} names no class; B (single-step) taken"
@@ -311,7 +313,14 @@ def create_adaptive_rag_router_graph(
 
     def tally(state: AdaptiveRAGRouterState) -> dict[str, Any]:
         spent = state.get("classifier_counts") or bump(None)
-        return {"counts": bump(state.get("counts"), **spent), "question": ""}  # answered
+        counts = bump(state.get("counts"), **spent)
+        update: dict[str, Any] = {"counts": counts, "question": ""}  # answered
+        messages = state.get("messages") or []
+        if messages and isinstance(messages[-1], AIMessage) and messages[-1].id:
+            # the reply's usage counts the classifier's call too (same id: replaced)
+            usage = run_usage(counts)
+            update["messages"] = [messages[-1].model_copy(update={"usage_metadata": usage})]
+        return update
 
     executor = getattr(trace_model, "async_executor", None)
     graph.add_node("classify", graph_node("classify", classify, executor))  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ from langchain_adaptive_rag.graphs.policy import (
     RunContext,
     TraceModel,
     bump,
+    model_call,
     retrieval_decision,
 )
 from langchain_adaptive_rag.graphs.pos import content_flags, load_pos_tagger, load_sentence_splitter
@@ -277,9 +278,7 @@ class DRAGINPolicy(Policy):
             ],
             "draft_sentences": [list(s) for s in sentences],
             "draft_sentence_texts": sentence_texts,
-            "counts": bump(
-                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-            ),
+            "counts": bump(state.get("counts"), **model_call(trace), rounds=1),
         }
 
     def _attention_received(self, ctx: RunContext, trace: GenerationTrace) -> np.ndarray:
@@ -405,7 +404,11 @@ class DRAGINPolicy(Policy):
         excluded = {_norm(str(w)) for w in inputs.get("trigger_words", [])}
         context = " ".join(
             part.strip()
-            for part in (state["question"], state.get("text", ""), str(inputs.get("prefix", "")))
+            for part in (
+                self.retrieval_question(state),
+                state.get("text", ""),
+                str(inputs.get("prefix", "")),
+            )
             if part.strip()
         )
         matrix = self._model(ctx).forward_attention(
@@ -413,7 +416,7 @@ class DRAGINPolicy(Policy):
         )
         words = merge_tokens_into_words(matrix.tokens)
         if len(words) < 2:
-            return state["question"]
+            return self.retrieval_question(state)
         target = words[-1]
         rows = matrix.mean[max(target.start - 1, 0) : max(target.end - 1, 1)].mean(axis=0)
         earlier = words[:-1]
@@ -421,14 +424,16 @@ class DRAGINPolicy(Policy):
         content = [is_content_word(w.text) for w in earlier]
         exclude = {i for i, w in enumerate(earlier) if _norm(w.text) in excluded}
         chosen = qfs_select(weights, content, exclude, self.config.query_top_n)
-        return self._truncate([earlier[i] for i in chosen]) or state["question"]
+        return self._truncate([earlier[i] for i in chosen]) or self.retrieval_question(state)
 
     def _context_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The configured query of the question, accepted text and draft before the trigger."""
         inputs = state.get("query_inputs", {})
         reference = self.config.mode == "reference"
         pending = str(inputs.get("earlier" if reference else "prefix", ""))
-        context = context_before_trigger(state["question"], state.get("text", ""), pending)
+        context = context_before_trigger(
+            self.retrieval_question(state), state.get("text", ""), pending
+        )
         query = context_query(
             self.config.query_formulation,  # type: ignore[arg-type]
             context,
@@ -450,7 +455,7 @@ class DRAGINPolicy(Policy):
         offsets = [int(i) for i in inputs.get("hit_offsets", [])]
         text = str(inputs.get("text_before", ""))
         earlier = str(inputs.get("earlier", ""))
-        context = f"{state['question']} {text} {earlier} {' '.join(sentence)}"
+        context = f"{self.retrieval_question(state)} {text} {earlier} {' '.join(sentence)}"
         matrix = self._model(ctx).forward_attention(context, layer=self.config.attention_layer)
         pieces = list(matrix.tokens)
         bos = [1] if len(pieces) > 1 and pieces[0] == "" else []  # a special first token
@@ -489,9 +494,7 @@ class DRAGINPolicy(Policy):
         sentences = load_sentence_splitter(self.config.spacy_model)(trace.text)
         pieces = (state.get("text", "").strip(), earlier.strip(), sentences[0] if sentences else "")
         update = self._accept_reference(ctx, state, " ".join(p for p in pieces if p), 0)
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
+        update["counts"] = bump(state.get("counts"), **model_call(trace), rounds=1)
         return update
 
     def _generate_unstopped(

@@ -21,6 +21,7 @@ from langchain_adaptive_rag.graphs.policy import (
     Policy,
     RunContext,
     bump,
+    model_call,
     retrieval_decision,
 )
 from langchain_adaptive_rag.graphs.query_formulation import context_before_trigger, context_query
@@ -66,7 +67,7 @@ class RetrieveEveryRound(Policy):
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The text accepted last round; the question in the first round."""
         previous = state.get("last_accepted", "").strip()
-        return previous or state["question"]
+        return previous or self.retrieval_question(state)
 
 
 class SingleRoundPolicy(RetrieveEveryRound):
@@ -85,7 +86,7 @@ class SingleRoundPolicy(RetrieveEveryRound):
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The question."""
-        return state["question"]
+        return self.retrieval_question(state)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class FixLengthPolicy(RetrieveEveryRound):
         """The previous chunk (the question first), or the configured context query."""
         if self.config.query_formulation == "last_chunk":
             return super().formulate_query(ctx, state)
-        context = context_before_trigger(state["question"], state.get("text", ""))
+        context = context_before_trigger(self.retrieval_question(state), state.get("text", ""))
         return context_query(self.config.query_formulation, context, ctx, last_n=0, reference=False)
 
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -131,9 +132,7 @@ class FixLengthPolicy(RetrieveEveryRound):
         update = self.accept(
             ctx, state, trace.text, trace.num_tokens, ended=self.answer_ended(ctx, trace)
         )
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
+        update["counts"] = bump(state.get("counts"), **model_call(trace), rounds=1)
         update["step"] = state.get("step", 0) + 1
         return update
 

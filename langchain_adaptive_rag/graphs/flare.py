@@ -18,6 +18,7 @@ Algorithm, one round:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +40,7 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.signals import (
     FlareDecision,
+    bare_word,
     flare_sentence_score,
     masked_query,
     reference_flare_windows,
@@ -165,8 +167,19 @@ class FLAREPolicy(Policy):
             query = masked_query(tokens[start:end], probs[start:end], self.config.beta)
             if not query.strip():
                 return self._keep_unqueried(ctx, state, end, start + decision.position, decision)
+            under = [
+                bare_word(tokens[i])
+                for i in range(start, end)
+                if self.config.trigger == "any_token" and probs[i] < self.config.theta
+            ]
             return self._retrieve_at(
-                ctx, state, start, start + decision.position, decision.score, query
+                ctx,
+                state,
+                start,
+                start + decision.position,
+                decision.score,
+                query,
+                trigger_words=[w for w in under if w],
             )
         scores = [
             flare_sentence_score(probs[a:b], self.config.theta, self.config.trigger).score
@@ -207,7 +220,7 @@ class FLAREPolicy(Policy):
             score=decision.score,
             threshold=self.config.theta,
             trigger_position=trigger,
-            trigger_word=tokens[trigger].strip(),
+            trigger_word=bare_word(tokens[trigger]) or tokens[trigger].strip(),
             note="every token of the uncertain sentence was masked: no query, nothing "
             "retrieved (as the FLARE code)",
         )
@@ -221,8 +234,13 @@ class FLAREPolicy(Policy):
         trigger: int,
         score: float,
         query: str,
+        *,
+        trigger_words: Sequence[str] = (),
     ) -> dict[str, object]:
         """Accept the draft before token ``start`` and retrieve with ``query``.
+
+        The decision names token ``trigger`` bare of punctuation (whole when it is
+        punctuation alone) and lists ``trigger_words``, the sentence's tokens under θ.
 
         A run the accepted text ends (it gave the answer or spent the budget) finalizes
         instead.
@@ -238,7 +256,8 @@ class FLAREPolicy(Policy):
             score=score,
             threshold=self.config.theta,
             trigger_position=trigger,
-            trigger_word=tokens[trigger].strip(),
+            trigger_word=bare_word(tokens[trigger]) or tokens[trigger].strip(),
+            trigger_words=trigger_words,
             note=note,
         )
         return self.with_retrieval(update, step, decision, {"query": query})
@@ -285,7 +304,7 @@ class FLAREPolicy(Policy):
         """
         reference = self.config.trigger == "mean" and self.config.mode == "reference"
         if self.config.query_formulation != "masked_sentence":
-            context = context_before_trigger(state["question"], state.get("text", ""))
+            context = context_before_trigger(self.retrieval_question(state), state.get("text", ""))
             query = context_query(
                 self.config.query_formulation,
                 context,

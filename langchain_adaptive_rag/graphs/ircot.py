@@ -36,7 +36,9 @@ from langchain_adaptive_rag.graphs.policy import (
     MethodConfig,
     RunContext,
     bump,
+    model_call,
 )
+from langchain_adaptive_rag.options import GenerationTrace
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answer, read_answer_as
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
@@ -143,31 +145,28 @@ class IRCoTPolicy(RetrieveEveryRound):
         counts = state.get("counts")
         text = ""
         if self.config.reader == "cot":
-            text, tokens = self._generate_text(
-                ctx, state, collected, "", self.config.generate_max_length
-            )
-            counts = bump(counts, llm_calls=1, generated_tokens=tokens)
+            trace = self._generate(ctx, state, collected, "", self.config.generate_max_length)
+            text = trace.text
+            counts = bump(counts, **model_call(trace))
             answer = extract_answer(text, ctx.prompts.answer_marker, ctx.prompts.answer_kind)
             if answer is not None:
                 return {"answer": answer, "text": text, "counts": counts}
         stem = text + ctx.prompts.forced_answer
-        read, tokens = self._generate_text(
-            ctx, state, collected, stem, self.config.forced_answer_tokens
-        )
+        trace = self._generate(ctx, state, collected, stem, self.config.forced_answer_tokens)
         return {
-            "answer": read_answer_as(read, ctx.prompts.answer_kind),
-            "text": stem + read,
-            "counts": bump(counts, llm_calls=1, generated_tokens=tokens),
+            "answer": read_answer_as(trace.text, ctx.prompts.answer_kind),
+            "text": stem + trace.text,
+            "counts": bump(counts, **model_call(trace)),
         }
 
-    def _generate_text(
+    def _generate(
         self,
         ctx: RunContext,
         state: AdaptiveRAGState,
         collected: list[RetrievedDoc],
         text: str,
         budget: int,
-    ) -> tuple[str, int]:
+    ) -> GenerationTrace:
         prompt = build_prompt(
             ctx.prompts, state["question"], text, collected, state.get("history", [])
         )
@@ -175,7 +174,7 @@ class IRCoTPolicy(RetrieveEveryRound):
             trace = ctx.model.generate_trace(
                 prompt, decoding=self.decoding(ctx, budget, ctx.prompts.stop), on_token=sink
             )[0]
-        return trace.text, trace.num_tokens
+        return trace
 
 
 def create_ircot_graph(

@@ -51,6 +51,7 @@ __all__ = [
     "RunContext",
     "TraceModel",
     "bump",
+    "model_call",
     "retrieval_decision",
 ]
 
@@ -216,12 +217,27 @@ def bump(counts: Counts | None, **deltas: int) -> Counts:
         "generated_tokens": 0,
         "rounds": 0,
         "retrieval_errors": 0,
+        "prompt_tokens": 0,
     }
     if counts:
         base.update(counts)
     for key, delta in deltas.items():
         base[key] += delta  # type: ignore[literal-required]
     return base
+
+
+def model_call(*traces: GenerationTrace) -> dict[str, int]:
+    """What the generations ``traces`` add to a run's counts (``bump(counts, **...)``).
+
+    Each trace is one LLM call (each sample of a batched call is one), with its
+    generated tokens and its prompt's tokens (a served model's reported prompt tokens;
+    ``0`` where the server reports none).
+    """
+    return {
+        "llm_calls": len(traces),
+        "generated_tokens": sum(t.num_tokens for t in traces),
+        "prompt_tokens": sum(t.num_prompt_tokens for t in traces),
+    }
 
 
 class MethodFacts:
@@ -338,6 +354,15 @@ class Policy(MethodFacts):
         return -1
 
     # -- shared helpers ------------------------------------------------------------------
+
+    @staticmethod
+    def retrieval_question(state: AdaptiveRAGState) -> str:
+        """The question as this run's queries read it.
+
+        A follow-up made to stand on its own from the chat's history
+        (``QAPrompts.followup_query``), else the question as asked.
+        """
+        return state.get("standalone_question") or state["question"]
 
     @staticmethod
     def decoding(ctx: RunContext, max_new_tokens: int, stop: Sequence[str]) -> DecodingOptions:
@@ -472,9 +497,7 @@ class Policy(MethodFacts):
             "draft_tokens": list(trace.tokens),
             "draft_logprobs": [float(x) for x in trace.logprobs],
             "draft_entropies": [float(x) for x in trace.entropies],
-            "counts": bump(
-                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-            ),
+            "counts": bump(state.get("counts"), **model_call(trace), rounds=1),
         }
 
     @staticmethod
@@ -532,7 +555,7 @@ class Policy(MethodFacts):
 
     def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The retrieval query; by default the question."""
-        return state["question"]
+        return self.retrieval_question(state)
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Order or filter the retrieved ``docs``; by default keep the retriever's order.
@@ -549,9 +572,7 @@ class Policy(MethodFacts):
         update = self.accept(
             ctx, state, trace.text, trace.num_tokens, ended=self.answer_ended(ctx, trace)
         )
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
+        update["counts"] = bump(state.get("counts"), **model_call(trace), rounds=1)
         update["step"] = state.get("step", 0) + 1
         return update
 
@@ -573,9 +594,7 @@ class Policy(MethodFacts):
             tokens_covering(trace.tokens, len(sentence)),
             ended=whole and self.answer_ended(ctx, trace),
         )
-        update["counts"] = bump(
-            state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-        )
+        update["counts"] = bump(state.get("counts"), **model_call(trace), rounds=1)
         return update
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -604,7 +623,7 @@ class Policy(MethodFacts):
                 )[0]
             answer = read_answer_as(trace.text, ctx.prompts.answer_kind)
             text = text + trace.text
-            counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
+            counts = bump(counts, **model_call(trace))
         return {"answer": answer, "text": text, "counts": bump(counts)}
 
 

@@ -42,6 +42,7 @@ from langchain_adaptive_rag.graphs.policy import (
     RunContext,
     TraceModel,
     bump,
+    model_call,
     retrieval_decision,
 )
 from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
@@ -199,8 +200,8 @@ class _Reading:
     unforced_uncertainty: float
     """``U`` of the first, unforced generation."""
     text: str
-    calls: int
-    generated: int
+    usage: dict[str, int]
+    """What its model calls add to the run's counts (``model_call``)."""
 
 
 @dataclass(frozen=True)
@@ -210,8 +211,8 @@ class _Step:
     logprobs: list[float]
     entropies: list[float]
     uncertainty: float
-    generated: int
-    calls: int
+    usage: dict[str, int]
+    """What its model calls add to the run's counts (``model_call``)."""
     ended: bool
     """Whether the greedy step ended the answer (``Policy.answer_ended``)."""
 
@@ -335,8 +336,7 @@ class SeaKRPolicy(Policy):
         greedy, samples = traces[0], traces[1:]
         text = greedy.text + ("." if greedy.stop_string == ". " else "")
         kept = tokens_covering(greedy.tokens, len(text))
-        generated = sum(t.num_tokens for t in traces)
-        calls = 1 + config.num_samples
+        calls = list(traces)
         if config.estimator == "prompt":
             check = ctx.model.generate_trace(
                 prompt + text + config.self_check_template,
@@ -344,8 +344,7 @@ class SeaKRPolicy(Policy):
                 capture=CaptureOptions(logprobs=True),
             )[0]
             uncertainty = self_check_uncertainty(check)
-            generated += check.num_tokens
-            calls += 1
+            calls.append(check)
         else:
             uncertainty = self._uncertainty(greedy, samples)
         return _Step(
@@ -354,8 +353,7 @@ class SeaKRPolicy(Policy):
             logprobs=[float(x) for x in greedy.logprobs[:kept]],
             entropies=[float(x) for x in greedy.entropies[:kept]],
             uncertainty=uncertainty,
-            generated=generated,
-            calls=calls,
+            usage=model_call(*calls),
             ended=self.answer_ended(ctx, greedy),
         )
 
@@ -416,8 +414,7 @@ class SeaKRPolicy(Policy):
             "draft_uncertainty": step.uncertainty,
             "counts": bump(
                 state.get("counts"),
-                llm_calls=step.calls,
-                generated_tokens=step.generated,
+                **step.usage,
                 rounds=1,
             ),
         }
@@ -459,7 +456,7 @@ class SeaKRPolicy(Policy):
         probs = [math.exp(lp) for lp in state.get("draft_logprobs", [])]
         known = {
             w.strip(".,;:!?").lower()
-            for w in (state["question"] + " " + state.get("last_accepted", "")).split()
+            for w in (self.retrieval_question(state) + " " + state.get("last_accepted", "")).split()
         }
         chosen = []
         for word in merge_tokens_into_words(tokens):
@@ -471,7 +468,7 @@ class SeaKRPolicy(Policy):
                 and (confident or core in known)
             ):
                 chosen.append(word.text)
-        query = " ".join(chosen) or state["question"]
+        query = " ".join(chosen) or self.retrieval_question(state)
         if self.reference:  # the retriever's cut to the last query_max_tokens tokens
             return self.cut_query(ctx, query, self.config.query_max_tokens)
         return query
@@ -493,7 +490,7 @@ class SeaKRPolicy(Policy):
             step = self._sample(
                 ctx, self._step_prompt(ctx, state, [*kept, doc]), self.remaining(state)
             )
-            counts = bump(counts, llm_calls=step.calls, generated_tokens=step.generated)
+            counts = bump(counts, **step.usage)
             # an empty greedy step ranks last, as in the reference code
             read.append((step.uncertainty if step.text.strip() else math.inf, rank, doc, step))
         if not read:
@@ -522,8 +519,7 @@ class SeaKRPolicy(Policy):
         update = self.accept(ctx, state, step.text, len(step.tokens), ended=step.ended)
         update["counts"] = bump(
             state.get("counts"),
-            llm_calls=step.calls,
-            generated_tokens=step.generated,
+            **step.usage,
         )
         return update
 
@@ -545,7 +541,7 @@ class SeaKRPolicy(Policy):
         readings: list[_Reading] = []
         for docs in sources:  # the rationale first
             reading = self._read(ctx, state, docs)
-            counts = bump(counts, llm_calls=reading.calls, generated_tokens=reading.generated)
+            counts = bump(counts, **reading.usage)
             readings.append(reading)
         chosen = self._choose_reading(readings[0], readings[1] if len(readings) > 1 else None)
         answer, text = chosen.answer.strip().rstrip(".").strip(), chosen.text
@@ -597,9 +593,7 @@ class SeaKRPolicy(Policy):
         )
         answer = extract_answer(read.text, prompts.answer_marker)
         if answer is not None:
-            return _Reading(
-                answer, read.uncertainty, read.uncertainty, read.text, read.calls, read.generated
-            )
+            return _Reading(answer, read.uncertainty, read.uncertainty, read.text, read.usage)
         forced = self._sample(
             ctx,
             build_prompt(
@@ -616,8 +610,7 @@ class SeaKRPolicy(Policy):
             forced.uncertainty,
             read.uncertainty,
             read.text + prompts.forced_answer + forced.text,
-            read.calls + forced.calls,
-            read.generated + forced.generated,
+            {key: read.usage[key] + forced.usage[key] for key in read.usage},
         )
 
     def _rationale(self, ctx: RunContext, text: str) -> str:

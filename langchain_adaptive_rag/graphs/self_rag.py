@@ -47,6 +47,7 @@ from langchain_adaptive_rag.graphs.policy import (
     RunContext,
     TraceModel,
     bump,
+    model_call,
     retrieval_decision,
 )
 from langchain_adaptive_rag.graphs.reflection import (
@@ -206,9 +207,7 @@ class SelfRAGPolicy(Policy):
             "draft_token_ids": [int(i) for i in trace.token_ids],
             "draft_logprobs": [float(x) for x in trace.logprobs],
             "reflection_logprobs": dict(zip(RETRIEVAL_TOKENS, first, strict=True)),
-            "counts": bump(
-                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-            ),
+            "counts": bump(state.get("counts"), **model_call(trace), rounds=1),
         }
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -271,7 +270,7 @@ class SelfRAGPolicy(Policy):
                 self.prompt(state) + f"[Retrieval]<paragraph>{title}\n{doc['text']}</paragraph>"
             )
             trace = self._generate(ctx, prompt, vocabulary)
-            counts = bump(counts, llm_calls=1, generated_tokens=trace.num_tokens)
+            counts = bump(counts, **model_call(trace))
             score = segment_score(
                 trace,
                 vocabulary,
@@ -318,7 +317,7 @@ class SelfRAGPolicy(Policy):
                     on_token=sink,
                 )[0]
             text, tokens = strip_reflection(trace.text), trace.num_tokens
-            counts = bump(counts, llm_calls=1, generated_tokens=tokens, rounds=1)
+            counts = bump(counts, **model_call(trace), rounds=1)
         return {"text": text, "answer_tokens": tokens, "finished": True, "counts": counts}
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:

@@ -31,6 +31,7 @@ from langchain_adaptive_rag.graphs.policy import (
     Policy,
     RunContext,
     bump,
+    model_call,
     retrieval_decision,
 )
 from langchain_adaptive_rag.prompts import QAPrompts
@@ -147,9 +148,7 @@ class VanillaPolicy(Policy):
         return {
             "draft": trace.text,
             "draft_tokens": list(trace.tokens),
-            "counts": bump(
-                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens, rounds=1
-            ),
+            "counts": bump(state.get("counts"), **model_call(trace), rounds=1),
         }
 
     def score_need(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
@@ -170,9 +169,7 @@ class VanillaPolicy(Policy):
             trace = self.generate(ctx, state, docs)
             update = self.accept(ctx, state, trace.text, trace.num_tokens)
             update["finished"] = True
-            update["counts"] = bump(
-                state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens
-            )
+            update["counts"] = bump(state.get("counts"), **model_call(trace))
             return update
         if docs:
             paragraph = " ".join(d["text"] for d in docs)
@@ -189,7 +186,7 @@ class VanillaPolicy(Policy):
             "text": trace.text,
             "answer_tokens": trace.num_tokens,
             "finished": True,
-            "counts": bump(state.get("counts"), llm_calls=1, generated_tokens=trace.num_tokens),
+            "counts": bump(state.get("counts"), **model_call(trace)),
         }
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:

@@ -319,7 +319,9 @@ class ServedModel:
         )
         stop = list(options.stop) or None
         callbacks = (config if config is not None else ensure_config()).get("callbacks")
-        generation, generated_tokens = self._request(prompt, stop, callbacks, arguments)
+        generation, (prompt_tokens, generated_tokens) = self._request(
+            prompt, stop, callbacks, arguments
+        )
         text = generation.text
         info = dict(generation.generation_info or {})
         if isinstance(generation, ChatGeneration):
@@ -337,6 +339,7 @@ class ServedModel:
             stop_string=stop_string,
             max_new_tokens=options.max_new_tokens,
             generated_tokens=generated_tokens,
+            prompt_tokens=prompt_tokens,
         )
 
     def _request(
@@ -345,8 +348,8 @@ class ServedModel:
         stop: list[str] | None,
         callbacks: Any,
         arguments: dict[str, Any],
-    ) -> tuple[Generation, int | None]:
-        """The first generation of one request, and the server's count of its tokens."""
+    ) -> tuple[Generation, tuple[int | None, int | None]]:
+        """The first generation of one request, and its token counts (prompt, generated)."""
         attempt = 0
         while True:
             try:
@@ -359,7 +362,7 @@ class ServedModel:
                     result = self.model.generate(
                         [prompt], stop=stop, callbacks=callbacks, **arguments
                     )
-                return result.generations[0][0], _generated_tokens(result)
+                return result.generations[0][0], _token_counts(result)
             except Exception as exc:
                 transient = is_transient(exc)
                 if transient and attempt < self.retries:
@@ -372,16 +375,23 @@ class ServedModel:
                 raise
 
 
-def _generated_tokens(result: LLMResult) -> int | None:
-    """The completion's token count: the message's usage, or the completions endpoint's."""
+def _token_counts(result: LLMResult) -> tuple[int | None, int | None]:
+    """The prompt's and the completion's token counts (``None``: not reported).
+
+    The message's usage, or else the completions endpoint's ``token_usage``.
+    """
     generation = result.generations[0][0]
     if isinstance(generation, ChatGeneration):
         usage = getattr(generation.message, "usage_metadata", None)
         if usage and usage.get("output_tokens") is not None:
-            return int(usage["output_tokens"])
+            read = usage.get("input_tokens")
+            return (int(read) if read is not None else None), int(usage["output_tokens"])
     token_usage = (result.llm_output or {}).get("token_usage") or {}
-    value = token_usage.get("completion_tokens")
-    return int(value) if isinstance(value, int) else None
+    read, written = token_usage.get("prompt_tokens"), token_usage.get("completion_tokens")
+    return (
+        int(read) if isinstance(read, int) else None,
+        int(written) if isinstance(written, int) else None,
+    )
 
 
 def _first_stop(text: str, stops: tuple[str, ...]) -> tuple[int, str] | None:

@@ -97,6 +97,7 @@ def trace_from_response(
     stop_string: str | None,
     max_new_tokens: int,
     generated_tokens: int | None = None,
+    prompt_tokens: int | None = None,
 ) -> GenerationTrace:
     """The trace of one served generation.
 
@@ -115,6 +116,9 @@ def trace_from_response(
         generated_tokens: The server's count of generated tokens (its usage), which
             includes the tokens of a stop string it cut: ``token_ids`` has that many
             entries, as [`ChatTransformers`][] keeps a stop string's tokens there.
+        prompt_tokens: The server's count of the prompt's tokens (its usage):
+            ``prompt_ids`` has that many entries, all ``-1`` (the ids are the server's);
+            ``None``: not reported, none.
 
     Returns:
         The trace; its entropies are top-k lower bounds (``entropy_outside_mass``).
@@ -147,7 +151,7 @@ def trace_from_response(
     width = max((len(top) for top in tops), default=0)
     ranked = [_ranked(top, names) for top, names in zip(tops, named, strict=True)]
     return GenerationTrace(
-        prompt_ids=np.zeros(0, dtype=np.int64),
+        prompt_ids=np.full(max(prompt_tokens or 0, 0), -1, dtype=np.int64),
         token_ids=np.full(count, -1, dtype=np.int64),
         tokens=pieces,
         text=text,

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name, policy_class
-from langchain_adaptive_rag.signals import bare_word, is_content_word
+from langchain_adaptive_rag.signals import bare_word, is_content_word, token_sentences
 from langchain_adaptive_rag.visualize._colours import colormap_hex
 from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord, WordRecord
 
@@ -197,8 +197,10 @@ def trigger_tokens(round_: Round) -> set[int]:
     """Indexes of the draft tokens that crossed the threshold (word, token or whole step).
 
     For a method that scores words (DRAGIN), every word of the triggering sentence that
-    the decision lists in ``trigger_words``: exactly what crossed the threshold. Else
-    the trigger's own word or token.
+    the decision lists in ``trigger_words``: exactly what crossed the threshold. For one
+    whose threshold applies to a token signal (FLARE's probability), every token of the
+    triggering sentence whose value crossed it in the decision's direction. Else the
+    trigger's own word, token or step.
     """
     decision = round_.decision
     if decision is None or decision.trigger_position is None or not round_.tokens:
@@ -209,6 +211,9 @@ def trigger_tokens(round_: Round) -> set[int]:
     crossed = _triggering_words(round_, position, decision.trigger_words)
     if crossed:
         return {i for w in crossed for i in range(w.start, min(w.end, len(round_.tokens)))}
+    over = _tokens_crossing(round_, position)
+    if over:
+        return over
     offsets = [0]
     for token in round_.tokens:
         offsets.append(offsets[-1] + len(token.text))
@@ -220,6 +225,31 @@ def trigger_tokens(round_: Round) -> set[int]:
         if found >= 0:
             start, end = found, found + len(word)
     return {i for i in range(len(round_.tokens)) if offsets[i] < end and offsets[i + 1] > start}
+
+
+_TOKEN_SIGNALS = ("probability", "entropy")
+"""Signals with a value per token that a threshold may apply to (RIND's are per word,
+SeaKR's ``U`` per step)."""
+
+
+def _tokens_crossing(round_: Round, position: int) -> set[int]:
+    """Tokens of the sentence holding ``position`` whose signal crossed the threshold."""
+    decision = round_.decision
+    if decision is None or decision.threshold is None or decision.signal not in _TOKEN_SIGNALS:
+        return set()
+    texts = [t.text for t in round_.tokens]
+    start, end = next(
+        ((a, b) for a, b in token_sentences(texts) if a <= position < b), (position, position + 1)
+    )
+    below = decision.direction == "below"
+    crossed = set()
+    for index in range(start, end):
+        value = getattr(round_.tokens[index], decision.signal)
+        if value is not None and (
+            value < decision.threshold if below else value > decision.threshold
+        ):
+            crossed.add(index)
+    return crossed
 
 
 def _triggering_words(round_: Round, position: int, listed: Sequence[str]) -> list[WordRecord]:

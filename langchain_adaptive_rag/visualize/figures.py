@@ -11,6 +11,7 @@ raises an ``ImportError`` that says how to install it.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,7 @@ from langchain_adaptive_rag.visualize._style import (
     Signal,
     check_record,
     check_signal,
+    decision_rule,
     derived_round_score,
     method_title,
     printable,
@@ -111,7 +113,8 @@ def tokens_figure(record: RecordedRun, signal: Signal = "entropy") -> Figure:
             token_value(t, signal) is not None for t in round_.tokens
         )  # U is one value per step: its title states it
         blocks.append((0.32, lines * _LINE_H + 0.1, 1.9 if has_values else 0.0))
-    header = 1.05
+    rule = decision_rule(record)
+    header = 1.05 + (0.3 if rule else 0.0)
     total = header + sum(sum(b) + 0.3 for b in blocks) + (0.5 if not rounds else 0.1)
     fig = Figure(figsize=(_FIG_W, total))
     top = total  # inches from the bottom
@@ -135,8 +138,18 @@ def tokens_figure(record: RecordedRun, signal: Signal = "entropy") -> Figure:
     bar.ax.tick_params(labelsize=7)
     if scale.threshold is not None:
         cax.axvline(scale.threshold, color="#c0001a", linestyle="--", linewidth=1.5)
+    if rule:  # how the method decides, in words
+        fig.text(
+            _SIDE / _FIG_W,
+            (top - 0.95) / total,
+            printable(textwrap.shorten(f"Rule: {rule}.", 190, placeholder="…")),
+            fontsize=8,
+            style="italic",
+            color="#444444",
+            va="center",
+        )
     handles: list[Artist] = [
-        Patch(facecolor="white", edgecolor="#111111", linewidth=2, label="trigger"),
+        Patch(facecolor="white", edgecolor="#111111", linewidth=2, label="crossed the threshold"),
         Patch(facecolor="#e6e6e6", label="not measured"),
     ]
     if scale.threshold is not None:

@@ -157,6 +157,9 @@ class RecordedRun:
     """Every round, in order."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """The custom stream events (``{"event": "retrieval", ...}``), in order."""
+    standalone_question: str = ""
+    """A follow-up as its retrievals read it, made to stand on its own from the thread's
+    earlier turns (``QAPrompts.followup_query``); ``""``: read as asked."""
 
     @property
     def retrievals(self) -> list[Retrieval]:
@@ -204,6 +207,7 @@ class RecordedRun:
                 counts={str(k): int(v) for k, v in data["counts"].items()},
                 rounds=[_round_from_dict(r) for r in data["rounds"]],
                 events=[dict(e) for e in data.get("events", [])],
+                standalone_question=str(data.get("standalone_question", "")),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             keys = sorted(data) if isinstance(data, Mapping) else type(data).__name__

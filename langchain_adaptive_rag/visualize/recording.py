@@ -301,6 +301,14 @@ def record_run(
         counts=recorder.counts,
         rounds=rounds,
         events=events,
+        standalone_question=next(
+            (
+                str(e.get("standalone_question", ""))
+                for e in events
+                if e.get("event") == "followup" and e.get("how") != "as_asked"
+            ),
+            "",
+        ),
     )
 
 

@@ -119,6 +119,16 @@ def markdown_table_html(markdown: str) -> str:
     return "\n".join(out)
 
 
+def _followup_line(record: RecordedRun) -> str:
+    """The line saying how a follow-up's retrievals read it (``""``: as asked)."""
+    if not record.standalone_question or record.standalone_question == record.question:
+        return ""
+    return (
+        '<p class="arag-followup">A follow-up; its retrievals read it as: '
+        f"<q>{html.escape(record.standalone_question)}</q></p>"
+    )
+
+
 def _run_section(index: int, record: RecordedRun) -> str:
     signal = default_signal(record)
     timeline = figure_png_base64(timeline_figure(record))
@@ -126,6 +136,7 @@ def _run_section(index: int, record: RecordedRun) -> str:
     return (
         f'<section id="run-{index}"><h2>{index + 1}. {html.escape(method_title(record))}: '
         f"{html.escape(record.question)}</h2>"
+        f"{_followup_line(record)}"
         f"{tokens_html(record, signal)}"
         f'<figure><img alt="need score per round" src="{timeline}">'
         "<figcaption>Need score per round against the threshold; shaded rounds retrieved."

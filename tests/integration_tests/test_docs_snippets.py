@@ -33,7 +33,7 @@ def _shown(code: str) -> list[str]:
     shown: list[str] = []
     after_print = False
     for line in code.splitlines():
-        if after_print and line.startswith("# "):
+        if after_print and (line.startswith("# ") or line == "#"):  # "#": a blank line
             shown.append(line[2:])
             continue
         after_print = line.startswith("print(")

@@ -181,7 +181,8 @@ def test_one_call_may_change_the_classifier_and_the_routes_settings() -> None:
 
 
 def test_a_thread_keeps_the_conversation_and_each_run_its_own_retrievals() -> None:
-    model = FakeTraceModel([*SCRIPTS["B"], *SCRIPTS["B"]])
+    rewrite = " Who was born in Oslo?"  # the second turn's question, standing on its own
+    model = FakeTraceModel([*SCRIPTS["B"], rewrite, *SCRIPTS["B"]])
     graph = _router(model, classifier=lambda question: "B", checkpointer=InMemorySaver())
     thread = {"configurable": {"thread_id": "t"}}
     first = graph.invoke({"question": QUESTION}, thread)

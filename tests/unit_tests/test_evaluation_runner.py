@@ -205,6 +205,7 @@ def test_each_result_is_written_before_the_next_question_starts(tmp_path: Path) 
         "generated_tokens": 5,
         "rounds": 1,
         "retrieval_errors": 0,
+        "prompt_tokens": 0,  # the fake's prompts carry no token ids
     }
     assert first["error"] is None and first["retrievals"] == []
     assert isinstance(first["seconds"], float)

@@ -23,7 +23,7 @@ from langchain_adaptive_rag.retrieving import RetrieverOptions
 from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.helpers.scripted import PASSAGES, QUESTION, RecordingRetriever
 
-NO_SHOTS = QAPrompts(exemplars=())
+NO_SHOTS = QAPrompts(exemplars=(), followup_query="as_asked")  # scripts hold no rewrite
 
 
 def test_no_retrieval_answers_in_one_call() -> None:
@@ -39,6 +39,7 @@ def test_no_retrieval_answers_in_one_call() -> None:
         "generated_tokens": 12,
         "rounds": 1,
         "retrieval_errors": 0,
+        "prompt_tokens": 0,  # the fake's prompts carry no token ids
     }
     assert model.prompts == [f"Question: {QUESTION}\nAnswer:"]
 

@@ -27,7 +27,7 @@ def test_flare_fires_on_the_first_uncertain_sentence() -> None:
     result = create_flare_graph(model, retriever, prompts=NO_SHOTS).invoke({"question": QUESTION})
     assert retriever.queries == ["She was in"]  # "born" (0.35) and "1931." (0.1) masked
     (event,) = result["retrievals"]
-    assert event["trigger_position"] == 10 and event["trigger_word"] == "1931."
+    assert event["trigger_position"] == 10 and event["trigger_word"] == "1931"  # bare
     assert event["score"] == pytest.approx(0.1) and event["threshold"] == 0.4
     # the regeneration starts after the accepted confident sentence, with the documents
     assert model.prompts[1].endswith("Answer: It was directed by Anna Berg.")
@@ -224,4 +224,4 @@ def test_timing_only_asks_from_the_context_before_the_uncertain_sentence(
         {"question": QUESTION}
     )
     assert retriever.queries == [query]
-    assert result["retrievals"][0]["trigger_word"] == "1931."  # the same trigger
+    assert result["retrievals"][0]["trigger_word"] == "1931"  # the same trigger

@@ -43,7 +43,7 @@ from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.helpers import dragin_script
 from tests.helpers.scripted import PASSAGES, QUESTION, RecordingRetriever
 
-NO_SHOTS = QAPrompts(exemplars=())
+NO_SHOTS = QAPrompts(exemplars=(), followup_query="as_asked")  # scripts hold no rewrite
 FAST = RetryPolicy(initial_interval=0.0, jitter=False)
 ANSWER = " So the answer is 1931."
 

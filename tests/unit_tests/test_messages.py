@@ -19,7 +19,7 @@ from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.helpers.scripted import RecordingRetriever
 
-NO_SHOTS = QAPrompts(exemplars=())
+NO_SHOTS = QAPrompts(exemplars=(), followup_query="as_asked")  # scripts hold no rewrite
 FIRST, SECOND, THIRD = "Who directed Blue Harbour?", "When was she born?", "Where?"
 REPLIES = [
     " Anna Berg. So the answer is Anna Berg.",

@@ -324,12 +324,17 @@ def test_a_served_model_runs_a_method_as_the_in_process_model_on_the_same_tokens
         for reply in replies
     ]
     served = create_adaptive_rag_graph(chat, RecordingRetriever(), method, prompts=NO_SHOTS)  # type: ignore[arg-type]
-    local = create_adaptive_rag_graph(
-        FakeTraceModel(scripted + scripted[-1:] * 3), RecordingRetriever(), method, prompts=NO_SHOTS
+    fake = FakeTraceModel(scripted + scripted[-1:] * 3)
+    local = create_adaptive_rag_graph(fake, RecordingRetriever(), method, prompts=NO_SHOTS)
+    served_output, local_output = (
+        served.invoke({"question": QUESTION}),
+        local.invoke({"question": QUESTION}),
     )
-    assert _rounded(served.invoke({"question": QUESTION})) == _rounded(
-        local.invoke({"question": QUESTION})
-    )
+    # the server reports each prompt's tokens (here its words); the fake's prompts have none
+    served_read = served_output["counts"].pop("prompt_tokens")
+    assert local_output["counts"].pop("prompt_tokens") == 0
+    assert served_read == sum(len(prompt.split()) for prompt in fake.prompts) > 0
+    assert _rounded(served_output) == _rounded(local_output)
 
 
 def _rounded(value: object) -> object:
@@ -355,7 +360,7 @@ def test_flare_reads_the_servers_logprobs() -> None:
     retriever = RecordingRetriever()
     result = create_flare_graph(chat, retriever, prompts=NO_SHOTS).invoke({"question": QUESTION})
     assert retriever.queries == ["She was born in"]  # "1931." masked
-    assert result["retrievals"][0]["trigger_word"] == "1931."
+    assert result["retrievals"][0]["trigger_word"] == "1931"  # bare of its period
     assert chat.requests[0]["logprobs"] is True
 
 

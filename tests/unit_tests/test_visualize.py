@@ -100,6 +100,7 @@ def test_dragin_record_matches_the_script(dragin_record: RunRecord) -> None:
         "generated_tokens": 24,
         "rounds": 3,
         "retrieval_errors": 0,
+        "prompt_tokens": 0,  # the fake's prompts carry no token ids
     }
     first, second = record.rounds
     assert [t.text for t in first.tokens] == list(dragin_script.DRAFT_TOKENS)
@@ -154,7 +155,7 @@ def test_flare_record_matches_the_script(flare_record: RunRecord) -> None:
     assert [t.probability for t in first.tokens] == pytest.approx(probs)
     assert all(t.rind is None and t.word is None for t in first.tokens)
     assert first.decision is not None
-    assert first.decision.trigger_position == 10 and first.decision.trigger_word == "1931."
+    assert first.decision.trigger_position == 10 and first.decision.trigger_word == "1931"
     assert first.decision.score == pytest.approx(0.1) and first.decision.threshold == 0.4
     assert first.accepted == " It was directed by Anna Berg."
     assert first.retrieval is not None and first.retrieval.query == "She was in"
@@ -242,7 +243,7 @@ def test_html_marks_trigger_threshold_and_query(dragin_record: RunRecord) -> Non
 
 def test_html_of_flare_and_seakr(flare_record: RunRecord, seakr_record: RunRecord) -> None:
     flare = tokens_html(flare_record, "probability")
-    assert _trigger_group(flare) == "1931."
+    assert _trigger_group(flare) == "born"  # the first of the two tokens under theta
     assert "probability p = 0.100 &lt; threshold θ = 0.4" in flare
     seakr = tokens_html(seakr_record, "uncertainty")
     assert "threshold δ = -2" in seakr
@@ -405,4 +406,35 @@ def test_the_event_the_heat_map_and_the_report_name_the_same_trigger_and_score(
     said = f"Trigger: token #9 <code>born</code>; RIND s(w) = {decision.score:.3f} &gt;"
     page = tokens_html(record, "rind")
     assert said in page and "the first sentence that has a word with RIND" in page
+    assert said in report_html([record], title="t")
+
+
+def test_flare_s_event_heat_map_and_report_name_the_same_trigger_and_score() -> None:
+    from langchain_adaptive_rag.graphs.flare import create_flare_graph
+    from langchain_adaptive_rag.visualize import report_html
+    from langchain_adaptive_rag.visualize._style import trigger_tokens
+    from tests.helpers import flare_script
+
+    model = FakeTraceModel(
+        [flare_script.draft(), " Anna Berg was born in 1930.", " So the answer is 1930."]
+    )
+    graph = create_flare_graph(model, RecordingRetriever(), prompts=NO_SHOTS)
+    record = record_run(graph, QUESTION)
+    (event,) = [e for e in record.events if e["event"] == "decision" and e["retrieve"]]
+    round_ = record.rounds[0]
+    decision = round_.decision
+    assert decision is not None
+    # the least probable token, bare of its period, with its own probability
+    assert (event["trigger_word"], event["score"]) == (decision.trigger_word, decision.score)
+    assert event["trigger_word"] == "1931" and event["trigger_words"] == ["born", "1931"]
+    assert (event["signal"], event["direction"]) == ("probability", "below")
+    assert round_.tokens[decision.trigger_position].probability == pytest.approx(decision.score)
+    # the heat-map outlines exactly the tokens under theta in the uncertain sentence
+    over = {
+        i for i, t in enumerate(round_.tokens) if t.probability is not None and t.probability < 0.4
+    }
+    assert trigger_tokens(round_) == over == {8, 10}
+    said = f"Trigger: token #10 <code>1931</code>; probability p = {decision.score:.3f} &lt;"
+    page = tokens_html(record, "probability")
+    assert said in page and "the first sentence that has a token with probability under" in page
     assert said in report_html([record], title="t")
