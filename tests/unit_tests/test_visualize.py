@@ -438,3 +438,28 @@ def test_flare_s_event_heat_map_and_report_name_the_same_trigger_and_score() -> 
     page = tokens_html(record, "probability")
     assert said in page and "the first sentence that has a token with probability under" in page
     assert said in report_html([record], title="t")
+
+
+def test_seakr_s_event_heat_map_and_report_name_the_same_step_and_score(
+    seakr_record: RunRecord,
+) -> None:
+    from langchain_adaptive_rag.visualize import report_html
+    from langchain_adaptive_rag.visualize._style import trigger_tokens
+
+    (event,) = [e for e in seakr_record.events if e["event"] == "decision" and e["retrieve"]]
+    round_ = next(r for r in seakr_record.rounds if r.decision and r.decision.retrieves)
+    decision = round_.decision
+    assert decision is not None
+    # the trigger is the whole greedy step, its score that step's U
+    assert (event["trigger_word"], event["score"]) == (decision.trigger_word, decision.score)
+    assert decision.trigger_word == "Blue Harbour was directed by Anna Berg."
+    assert (event["signal"], event["direction"]) == ("uncertainty", "above")
+    assert decision.score is not None and decision.threshold is not None
+    assert decision.score > decision.threshold and round_.uncertainty == decision.score
+    # the heat-map outlines the step's tokens, and only them
+    outlined = "".join(round_.tokens[i].text for i in sorted(trigger_tokens(round_)))
+    assert outlined.strip() == decision.trigger_word.rstrip(".")  # the stop cut its period
+    page = tokens_html(seakr_record, "uncertainty")
+    said = f"U = {decision.score:.3f} &gt; threshold δ = {decision.threshold:g}"
+    assert said in page and said in report_html([seakr_record], title="t")
+    assert "SeaKR retrieves" in page  # the rule in words
