@@ -48,6 +48,7 @@ __all__ = [
     "relevance_score",
     "retrieval_score",
     "segment_score",
+    "short_form_answer",
     "strip_reflection",
     "support_score",
     "utility_score",
@@ -347,6 +348,26 @@ def segment_score(
         utility = utility_score(found)
     total = sequence + w_rel * relevance + w_sup * support + w_use * utility
     return SegmentScore(total, sequence, relevance, support, utility)
+
+
+def short_form_answer(text: str) -> str:
+    """The answer as the official short-form evaluation reads a prediction.
+
+    Reflection and paragraph tokens, ``</s>``, ``<|endoftext|>`` and newlines removed,
+    then one leading ``#`` or ``:`` dropped (``run_short_form.py``), and the surrounding
+    whitespace stripped. The official code leaves the reflection tokens in a prediction
+    read over passages, which its substring match does not mind; here they always go.
+
+    Args:
+        text: The generated text.
+
+    Returns:
+        The short answer.
+    """
+    answer = strip_reflection(text).replace("<|endoftext|>", "").replace("\n", "")
+    if answer[:1] in ("#", ":"):
+        answer = answer[1:]
+    return answer.strip()
 
 
 def strip_reflection(text: str) -> str:

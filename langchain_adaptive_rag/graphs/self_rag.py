@@ -57,6 +57,7 @@ from langchain_adaptive_rag.graphs.reflection import (
     reflection_vocabulary,
     retrieval_score,
     segment_score,
+    short_form_answer,
     strip_reflection,
 )
 from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
@@ -86,8 +87,9 @@ class SelfRAGConfig(MethodConfig):
     retrieve_topk: int = 10
     """Passages, one segment each (``K``; ``--ndocs 10``)."""
     threshold: float | None = 0.2
-    """``δ``: retrieve when the retrieval score exceeds it; ``None``: when the model
-    writes ``[Retrieval]`` itself (RetrievalQA's "None")."""
+    """``δ``: retrieve when the retrieval score exceeds it; ``None``: when the first token
+    the model generates is ``[Retrieval]`` (the paper's own decision, as FlashRAG reads
+    it; the official short-form code's path for it names an undefined variable)."""
     retrieval: Literal["adaptive", "always", "never"] = "adaptive"
     """``adaptive`` decides as above; ``always`` and ``never`` are the official
     ``always_retrieve`` and ``no_retrieval`` modes."""
@@ -96,8 +98,9 @@ class SelfRAGConfig(MethodConfig):
     w_sup: float = 1.0
     """Weight of ``s_sup`` (``ISSUP``)."""
     w_use: float = 0.5
-    """Weight of ``s_use`` (``ISUSE``): the paper's 0.5 (the official command line's
-    default is 1.0)."""
+    """Weight of ``s_use`` (``ISUSE``): 0.5, the weight the official short-form code
+    scores with (its ``generate`` passes ``w_use=0.5`` whatever ``--w_use``, whose
+    default of 1.0 never reaches the score)."""
     use_sequence_score: bool = True
     """Add the segment's probability ``p(y)`` (``--use_seqscore``)."""
     use_support: bool = True
@@ -219,16 +222,19 @@ class SelfRAGPolicy(Policy):
             decision = retrieval_decision(1, retrieve=retrieve, note=note)
         elif settings.threshold is None:
             vocabulary = self.vocabulary(ctx)
+            # the first token the model generates is its decision
+            first_tokens = state.get("draft_tokens", [])[:1]
+            first_ids = _own(state).get("draft_token_ids", [])[:1]
             wrote = (
-                "[Retrieval]" in state.get("draft_tokens", [])
+                [t.strip() for t in first_tokens] == ["[Retrieval]"]
                 if vocabulary.by_text
-                else vocabulary.ids["[Retrieval]"] in _own(state).get("draft_token_ids", [])
+                else first_ids == [vocabulary.ids["[Retrieval]"]]
             )
             decision = retrieval_decision(
                 1,
                 retrieve=wrote,
                 trigger_word="[Retrieval]" if wrote else None,
-                note="the model's own decision (threshold=None)",
+                note="the model's own decision: its first token (threshold=None)",
             )
         else:
             logprobs = _own(state).get("reflection_logprobs", {})
@@ -321,9 +327,13 @@ class SelfRAGPolicy(Policy):
         return {"text": text, "answer_tokens": tokens, "finished": True, "counts": counts}
 
     def finalize(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
-        """The answer is the accepted text (the official short-form evaluation's)."""
+        """The answer is the accepted text, post-processed as the official evaluation does."""
         text = state.get("text", "")
-        return {"answer": text.strip(), "text": text, "counts": bump(state.get("counts"))}
+        return {
+            "answer": short_form_answer(text),
+            "text": text,
+            "counts": bump(state.get("counts")),
+        }
 
 
 def create_self_rag_graph(
