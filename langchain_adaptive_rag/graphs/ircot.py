@@ -21,6 +21,7 @@ documents, every step reads the whole collection.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -43,7 +44,15 @@ from langchain_adaptive_rag.prompts import QAPrompts, build_prompt, extract_answ
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc
 
-__all__ = ["IRCoTConfig", "IRCoTPolicy", "IRCoTReader", "create_ircot_graph"]
+__all__ = [
+    "QUERY_STOP_WORDS",
+    "IRCoTConfig",
+    "IRCoTPolicy",
+    "IRCoTReader",
+    "create_ircot_graph",
+    "is_reasoning_sentence",
+    "without_question_words",
+]
 
 IRCoTReader = Literal["cot", "direct", "none"]
 """How IRCoT answers at the end: ``cot`` a fresh chain of thought over the collected
@@ -64,6 +73,12 @@ class IRCoTConfig(MethodConfig):
     reader: IRCoTReader = "cot"
     """The answer step (see [`IRCoTReader`][]); the paper chooses CoT or direct reading
     on dev data."""
+    mode: Literal["reference", "paper"] = "reference"
+    """How a query is made from a step: ``reference``, as the official code's retriever
+    (``commaqa/inference/ircot.py``): the latest generated sentence that is not a
+    reasoning sentence ("Thus ...", "So ...", an arithmetic step), else the question,
+    with the wh-words and the auxiliaries "is" and "does" removed; ``paper``: the latest
+    sentence (the question first) as written."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -79,6 +94,37 @@ class IRCoTState(AdaptiveRAGState):
 
     kept_docs: NotRequired[list[RetrievedDoc]]
     """The paragraphs collected so far (at most ``max_paragraphs``)."""
+    chain: NotRequired[list[str]]
+    """The chain's sentences, one per step (the sources of its queries)."""
+
+
+QUERY_STOP_WORDS = frozenset({"who", "what", "when", "where", "why", "which", "how", "does", "is"})
+"""The words the official IRCoT retriever removes from every query (``remove_wh_words``)."""
+
+_REASONING_STARTS = ("thus ", "thus,", "so ", "so,", "that is,", "therefore", "hence")
+_ARITHMETIC_STEP = re.compile(
+    r"(.*)(\d[\d,]*\.?\d+|\d+) ([+-]) (\d[\d,]*\.?\d+|\d+) = (\d[\d,]*\.?\d+|\d+)(.*)"
+)
+
+
+def is_reasoning_sentence(sentence: str) -> bool:
+    """Whether a chain sentence only reasons over earlier ones (no query source).
+
+    As the official IRCoT code: a sentence that starts with "Thus", "So", "That is,",
+    "Therefore" or "Hence" (any case), or that holds an addition or subtraction
+    ``a + b = c``.
+    """
+    lowered = sentence.lower()
+    return lowered.startswith(_REASONING_STARTS) or _ARITHMETIC_STEP.match(sentence) is not None
+
+
+def without_question_words(query: str) -> str:
+    """``query`` without its wh-words and the auxiliaries "is" and "does".
+
+    Words are split on single spaces and compared stripped and lower-cased, as the
+    official IRCoT retriever does, so "Who" goes and "born?" stays.
+    """
+    return " ".join(w for w in query.split(" ") if w.strip().lower() not in QUERY_STOP_WORDS)
 
 
 def _own(state: AdaptiveRAGState) -> IRCoTState:
@@ -102,7 +148,15 @@ class IRCoTPolicy(RetrieveEveryRound):
 
     def fresh_channels(self) -> dict[str, object]:
         """IRCoT's own channels at a run's start."""
-        return {"kept_docs": []}
+        return {"kept_docs": [], "chain": []}
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The latest chain sentence, or the question before the first (see ``mode``)."""
+        if self.config.mode == "paper":
+            return super().formulate_query(ctx, state)
+        chain = [s for s in _own(state).get("chain", []) if not is_reasoning_sentence(s)]
+        latest = chain[-1].strip() if chain else ""
+        return without_question_words(latest or self.retrieval_question(state))
 
     def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Add the retrieved paragraphs not collected yet, up to ``max_paragraphs``.
@@ -126,6 +180,9 @@ class IRCoTPolicy(RetrieveEveryRound):
     def continue_generation(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
         """Generate over the collection and keep the first sentence; stop at ``max_steps``."""
         update = self.continue_first_sentence(ctx, state)
+        sentence = str(update.get("last_accepted", "")).strip()
+        if sentence:
+            update["chain"] = [*_own(state).get("chain", []), sentence]
         step = state.get("step", 0) + 1
         update["step"] = step
         update["finished"] = bool(update["finished"]) or step >= self.config.max_steps

@@ -40,12 +40,19 @@ class ScriptedRetriever(BaseRetriever):
 
 
 def _retriever() -> ScriptedRetriever:
-    return ScriptedRetriever(
-        results={
-            QUESTION: [("film", FILM), ("other", OTHER)],
-            STEP_1.strip(): [("person", PERSON), ("film", FILM)],
-            STEP_2.strip(): [("birth", BIRTH), ("person", PERSON)],
-        }
+    found = {
+        QUESTION: [("film", FILM), ("other", OTHER)],
+        STEP_1.strip(): [("person", PERSON), ("film", FILM)],
+        STEP_2.strip(): [("birth", BIRTH), ("person", PERSON)],
+    }
+    # each query as written (paper mode) and as the official retriever sends it
+    return ScriptedRetriever(results={**found, **{_official(q): d for q, d in found.items()}})
+
+
+def _official(query: str) -> str:
+    """The query as the official IRCoT retriever sends it (``remove_wh_words``, restated)."""
+    return " ".join(
+        w for w in query.split(" ") if w.strip().lower() not in {"when", "who", "is", "does"}
     )
 
 
@@ -58,7 +65,8 @@ def _case(text: str = "") -> str:
     return f"Question: {QUESTION}\nAnswer:{text}"
 
 
-def test_each_sentence_is_the_next_query_and_paragraphs_accumulate() -> None:
+@pytest.mark.parametrize("mode", ["reference", "paper"])
+def test_each_sentence_is_the_next_query_and_paragraphs_accumulate(mode: str) -> None:
     model = FakeTraceModel(
         [
             STEP_1 + STEP_2,  # only the first sentence is kept
@@ -68,8 +76,12 @@ def test_each_sentence_is_the_next_query_and_paragraphs_accumulate() -> None:
         ]
     )
     retriever = _retriever()
-    result = create_ircot_graph(model, retriever, prompts=NO_SHOTS).invoke({"question": QUESTION})
-    assert retriever.queries == [QUESTION, STEP_1.strip(), STEP_2.strip()]
+    config = IRCoTConfig(mode=mode)  # type: ignore[arg-type]
+    result = create_ircot_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    written = [QUESTION, STEP_1.strip(), STEP_2.strip()]
+    assert retriever.queries == (written if mode == "paper" else [_official(q) for q in written])
     assert model.prompts == [
         _context(FILM, OTHER) + _case(),
         _context(FILM, OTHER, PERSON) + _case(STEP_1),
@@ -103,7 +115,7 @@ def test_max_steps_ends_the_chain_and_the_reader_answers() -> None:
     result = create_ircot_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
-    assert retriever.queries == [QUESTION]  # one step, one retrieval
+    assert retriever.queries == [_official(QUESTION)]  # one step, one retrieval
     assert result["answer"] == "1931"
     assert result["counts"]["llm_calls"] == 2
 
@@ -147,7 +159,7 @@ def test_per_call_settings_and_bad_values() -> None:
     retriever = _retriever()
     graph = create_adaptive_rag_graph(model, retriever, "ircot", prompts=NO_SHOTS)
     graph.invoke({"question": QUESTION}, context={"max_steps": 1})
-    assert retriever.queries == [QUESTION]
+    assert retriever.queries == [_official(QUESTION)]
     with pytest.raises(AdaptiveRAGError, match="max_paragraphs must be >= 1, got 0"):
         IRCoTConfig(max_paragraphs=0)
     with pytest.raises(AdaptiveRAGError, match="reader must be one of 'cot', 'direct', 'none'"):

@@ -109,7 +109,7 @@ def test_every_method_builds_by_name_on_its_own_state() -> None:
     [
         ("dragin", {"draft_attention", "draft_words", "draft_sentences", "draft_sentence_texts"}),
         ("seakr", {"draft_uncertainty", "kept_docs"}),
-        ("ircot", {"kept_docs"}),
+        ("ircot", {"kept_docs", "chain"}),
         ("self_rag", {"draft_token_ids", "reflection_logprobs", "segments"}),
     ],
 )
