@@ -67,6 +67,7 @@ from langchain_adaptive_rag.served.model import as_trace_model
 from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, Counts
 
 __all__ = [
+    "OFFICIAL_ROUTE_TOPK",
     "ROUTES",
     "AdaptiveRAGConfig",
     "AdaptiveRAGRouter",
@@ -82,6 +83,11 @@ or a message whose text is one)."""
 
 ROUTES: dict[Complexity, str] = {"A": "no_retrieval", "B": "single_round", "C": "ircot"}
 """The method each class runs: no retrieval, single-step, multi-step."""
+
+
+OFFICIAL_ROUTE_TOPK: dict[str, tuple[int, int]] = {"flan_t5": (15, 6), "gpt": (6, 3)}
+"""Paragraphs of the single-step and of each multi-step retrieval in the official
+Adaptive-RAG runs, by model family."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,14 @@ class AdaptiveRAGConfig(MethodConfig):
     """The multi-step route's paragraphs collected at most (IRCoT's cap)."""
     reader: IRCoTReader = "cot"
     """The multi-step route's answer step (see [`IRCoTReader`][])."""
+    single_step_topk: int | None = None
+    """Paragraphs the single-step route (B) retrieves; ``None``: ``retrieve_topk``. The
+    official runs read 15 with FLAN-T5 and 6 with GPT (``official_setup``)."""
+    multi_step_topk: int | None = None
+    """Paragraphs each multi-step (C) retrieval returns; ``None``: ``retrieve_topk``.
+    The official runs read 6 with FLAN-T5 and 3 with GPT (``official_setup``)."""
+    mode: Literal["reference", "paper"] = "reference"
+    """The multi-step route's queries ([`IRCoTConfig`][]'s ``mode``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -113,17 +127,49 @@ class AdaptiveRAGConfig(MethodConfig):
             if value < 1:
                 msg = f"AdaptiveRAGConfig.{name} must be >= 1, got {value}."
                 raise AdaptiveRAGError(msg)
+        for name in ("single_step_topk", "multi_step_topk"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                msg = f"AdaptiveRAGConfig.{name} must be >= 1 or None, got {value}."
+                raise AdaptiveRAGError(msg)
+
+    @classmethod
+    def official_setup(cls, setup: Literal["flan_t5", "gpt"]) -> AdaptiveRAGConfig:
+        """The official runs' paragraphs per route: FLAN-T5 (15, 6) or GPT (6, 3).
+
+        Args:
+            setup: ``"flan_t5"`` or ``"gpt"``, the two model families of the paper.
+
+        Returns:
+            A config with ``single_step_topk`` and ``multi_step_topk`` set (change any
+            other field with ``dataclasses.replace``).
+
+        Raises:
+            AdaptiveRAGError: An unknown setup.
+        """
+        if setup not in OFFICIAL_ROUTE_TOPK:
+            msg = (
+                f"AdaptiveRAGConfig.official_setup received setup={setup!r}. Expected one of "
+                f"{sorted(OFFICIAL_ROUTE_TOPK)}."
+            )
+            raise AdaptiveRAGError(msg)
+        single, multi = OFFICIAL_ROUTE_TOPK[setup]
+        return cls(single_step_topk=single, multi_step_topk=multi)
 
     def route_config(self, complexity: Complexity) -> MethodConfig:
         """The config of the method that answers questions of class ``complexity``."""
         shared = {item.name: getattr(self, item.name) for item in dataclasses.fields(MethodConfig)}
         if complexity == "C":
+            shared["retrieve_topk"] = self.multi_step_topk or self.retrieve_topk
             return IRCoTConfig(
                 **shared,
                 max_steps=self.max_steps,
                 max_paragraphs=self.max_paragraphs,
                 reader=self.reader,
+                mode=self.mode,
             )
+        if complexity == "B":
+            shared["retrieve_topk"] = self.single_step_topk or self.retrieve_topk
         return MethodConfig(**shared)
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
 from langchain_core.messages import AIMessage
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
 
 from langchain_adaptive_rag import (
     AdaptiveRAGConfig,
@@ -223,3 +228,40 @@ def test_a_recorded_run_holds_the_routes_rounds_and_the_class() -> None:
 
     page = report_html([record], title="routes", graphs={"adaptive_rag": graph})
     assert "Adaptive-RAG: When was the director" in page and "Anna Berg" in page
+
+
+class CountRecorder(BaseRetriever):
+    """Returns the passages; records the ``k`` of every call."""
+
+    ks: list[int] = Field(default_factory=list)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int = 4
+    ) -> list[Document]:
+        self.ks.append(k)
+        return [Document(id=f"p{i}", page_content=t) for i, t in enumerate(PASSAGES)]
+
+
+@pytest.mark.parametrize(("setup", "single", "multi"), [("flan_t5", 15, 6), ("gpt", 6, 3)])
+@pytest.mark.parametrize("label", ["B", "C"])
+def test_each_route_reads_the_official_runs_paragraph_count(
+    setup: str, single: int, multi: int, label: str
+) -> None:
+    official = AdaptiveRAGConfig.official_setup(setup)  # type: ignore[arg-type]
+    config = dataclasses.replace(official, generate_max_length=48, max_steps=4)
+    retriever = CountRecorder()
+    graph = create_adaptive_rag_router_graph(
+        FakeTraceModel(SCRIPTS[label]),
+        retriever,
+        config=config,
+        classifier=lambda question: label,
+        prompts=NO_SHOTS,
+    )
+    graph.invoke({"question": QUESTION})
+    expected = single if label == "B" else multi
+    assert retriever.ks and set(retriever.ks) == {expected}
+
+
+def test_an_unknown_official_setup_is_named() -> None:
+    with pytest.raises(AdaptiveRAGError, match=r"setup='llama'\. Expected one of"):
+        AdaptiveRAGConfig.official_setup("llama")  # type: ignore[arg-type]
