@@ -176,7 +176,7 @@ CONFIGS: dict[str, MethodConfig] = {
     "dragin": DRAGINConfig(generate_max_length=64, theta=1.3, query_top_n=35),
     "flare": FLAREConfig(generate_max_length=64),
     # k = 3 samples and 3 steps keep the test short (the paper: k = 20, up to 10 steps)
-    "seakr": SeaKRConfig(generate_max_length=48, num_samples=3, max_rounds=3),
+    "seakr": SeaKRConfig(generate_max_length=32, num_samples=3, max_rounds=2),
     "ircot": IRCoTConfig(generate_max_length=64, max_steps=2, retrieve_topk=3),
     "adaptive_rag": AdaptiveRAGConfig(generate_max_length=64, max_steps=4, retrieve_topk=3),
 }
