@@ -151,3 +151,21 @@ def test_the_record_and_the_report_show_what_retrieval_read() -> None:
     assert RunRecord.from_json(record.to_json()).standalone_question == record.standalone_question
     page = report_html([record], title="chat")
     assert "its retrievals read it as: <q>When was Anna Berg born?</q>" in page
+
+
+def test_the_rewrite_streams_from_formulate_query_apart_from_the_reply() -> None:
+    from langchain_core.messages import AIMessageChunk
+
+    model = FakeTraceModel([FIRST_REPLY, REWRITE, SECOND_REPLY])
+    graph, _ = _chat(model, QAPrompts(exemplars=()))
+    graph.invoke({"messages": [("user", FIRST)]}, THREAD)
+    by_node: dict[str, str] = {}
+    for item, metadata in graph.stream(
+        {"messages": [("user", SECOND)]}, THREAD, stream_mode="messages"
+    ):
+        if isinstance(item, AIMessageChunk):
+            node = metadata["langgraph_node"]
+            by_node[node] = by_node.get(node, "") + str(item.content)
+    assert by_node["formulate_query"].strip() == "When was Anna Berg born?"
+    reply = by_node["continue_generation"]  # the answer's tokens, without the rewrite's
+    assert "born in 1931" in reply and "When was Anna Berg born?" not in reply
