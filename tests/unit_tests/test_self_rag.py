@@ -34,22 +34,14 @@ from langchain_adaptive_rag.graphs.reflection import (
 )
 from langchain_adaptive_rag.options import GenerationTrace
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
+from tests.helpers.self_rag_script import IDS
+from tests.helpers.self_rag_script import draft as _draft
 
 QUESTION = "Who directed Blue Harbour?"
 PASSAGES = [
     "Blue Harbour is a 1962 film directed by Anna Berg.",
     "Blue Harbour is a song by Carl Lind.",
 ]
-IDS = {
-    "[Retrieval]": 101,
-    "[No Retrieval]": 102,
-    "[Relevant]": 103,
-    "[Irrelevant]": 104,
-    "[Fully supported]": 105,
-    "[Partially supported]": 106,
-    "[No support / Contradictory]": 107,
-    **{f"[Utility:{i}]": 107 + i for i in range(1, 6)},
-}
 VOCABULARY = ReflectionVocabulary(IDS)
 PROMPT = f"### Instruction:\n{QUESTION}\n\n### Response:\n"
 ln = math.log
@@ -145,15 +137,6 @@ def test_reflection_tokens_are_removed_from_the_answer() -> None:
 
 
 # -- the graph on a scripted model ---------------------------------------------------------
-
-
-def _draft(retrieve: float, no_retrieve: float, ids: tuple[int, ...] = (7, 8)) -> ScriptedResponse:
-    return ScriptedResponse(
-        " Anna Berg.",
-        tokens=(" Anna", " Berg."),
-        token_ids=ids,
-        token_logprobs=({101: ln(retrieve), 102: ln(no_retrieve)}, {}),
-    )
 
 
 def _segment_reply(text: str, relevant: float) -> ScriptedResponse:

@@ -16,19 +16,11 @@ import pytest
 from langchain_adaptive_rag import SelfRAGConfig, create_bm25_retriever, create_self_rag_graph
 from langchain_adaptive_rag.graphs.reflection import short_form_answer
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
+from tests.helpers.self_rag_script import IDS
+from tests.helpers.self_rag_script import draft as _draft
 
 QUESTION = "Who directed Blue Harbour?"
 PASSAGES = ["Blue Harbour is a 1962 film directed by Anna Berg.", "Blue Harbour is a song."]
-IDS = {
-    "[Retrieval]": 101,
-    "[No Retrieval]": 102,
-    "[Relevant]": 103,
-    "[Irrelevant]": 104,
-    "[Fully supported]": 105,
-    "[Partially supported]": 106,
-    "[No support / Contradictory]": 107,
-    **{f"[Utility:{i}]": 107 + i for i in range(1, 6)},
-}
 OFFICIAL_CONTROL_TOKENS = [  # retrieval_lm/utils.py, control_tokens
     "[Fully supported]",
     "[Partially supported]",
@@ -102,15 +94,6 @@ def official_segment_score(
     ground_score = full / (full + partial + none) + 0.5 * (partial / (full + partial + none))
     utility_score = 1.0 * utility5 / utility5
     return math.exp(seq_score) + 1.0 * relevance_score + 1.0 * ground_score + 0.5 * utility_score
-
-
-def _draft(retrieve: float, no_retrieve: float, ids: tuple[int, ...] = (7, 8)) -> ScriptedResponse:
-    return ScriptedResponse(
-        " Anna Berg.",
-        tokens=(" Anna", " Berg."),
-        token_ids=ids,
-        token_logprobs=({101: math.log(retrieve), 102: math.log(no_retrieve)}, {}),
-    )
 
 
 def _segment(text: str, relevant: float) -> ScriptedResponse:
