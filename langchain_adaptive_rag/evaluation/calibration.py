@@ -218,7 +218,12 @@ def _sweep(
             graph.with_config(configurable={options.name: value}),
             examples,
             run_dir,
-            settings=replace(base, method=method, config=config_to_dict(config)),
+            settings=replace(
+                base,
+                method=method,
+                config=config_to_dict(config),
+                spacy_pipeline=RunSettings.pipeline_of(config),
+            ),
             concurrency=options.concurrency,
             progress=options.progress,
         )

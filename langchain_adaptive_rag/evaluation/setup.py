@@ -221,6 +221,7 @@ def prepare_evaluation(
         config=config_to_dict(config),
         prompts=prompts_name,
         limit=limit,
+        spacy_pipeline=RunSettings.pipeline_of(config),
     )
     return EvalSetup(method, examples, retriever, config, prompt_set, settings)
 

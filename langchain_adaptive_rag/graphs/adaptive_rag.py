@@ -52,11 +52,16 @@ from langchain_adaptive_rag.graphs.complexity import (
 )
 from langchain_adaptive_rag.graphs.fixed import NoRetrievalPolicy, SingleRoundPolicy
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig, IRCoTPolicy, IRCoTReader
+from langchain_adaptive_rag.graphs.ircot_official import (
+    collect_paragraphs,
+    without_question_words,
+)
 from langchain_adaptive_rag.graphs.policy import (
     GraphModel,
     MethodConfig,
     MethodFacts,
     Policy,
+    RunContext,
     TraceModel,
     bump,
     model_call,
@@ -64,16 +69,25 @@ from langchain_adaptive_rag.graphs.policy import (
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.served.model import as_trace_model
-from langchain_adaptive_rag.state import AdaptiveRAGInput, AdaptiveRAGOutput, Counts
+from langchain_adaptive_rag.state import (
+    AdaptiveRAGInput,
+    AdaptiveRAGOutput,
+    AdaptiveRAGState,
+    Counts,
+)
 
 __all__ = [
+    "OFFICIAL_READER",
     "OFFICIAL_ROUTE_TOPK",
+    "OFFICIAL_STEP_MAX_TOKENS",
     "ROUTES",
     "AdaptiveRAGConfig",
     "AdaptiveRAGRouter",
     "AdaptiveRAGRouterOutput",
     "AdaptiveRAGRouterState",
     "ComplexityClassifier",
+    "SingleStepConfig",
+    "SingleStepPolicy",
     "create_adaptive_rag_router_graph",
 ]
 
@@ -88,6 +102,45 @@ ROUTES: dict[Complexity, str] = {"A": "no_retrieval", "B": "single_round", "C": 
 OFFICIAL_ROUTE_TOPK: dict[str, tuple[int, int]] = {"flan_t5": (15, 6), "gpt": (6, 3)}
 """Paragraphs of the single-step and of each multi-step retrieval in the official
 Adaptive-RAG runs, by model family."""
+
+OFFICIAL_READER: dict[str, IRCoTReader] = {"flan_t5": "direct", "gpt": "cot"}
+"""The multi-step route's reader in the official Adaptive-RAG configs (``rc_qa_type``)."""
+
+OFFICIAL_STEP_MAX_TOKENS: dict[str, int] = {"flan_t5": 200, "gpt": 300}
+"""Tokens a generation call may take in the official configs (FLAN-T5's ``max_length``,
+the GPT generator's ``max_tokens``)."""
+
+
+@dataclass(frozen=True)
+class SingleStepConfig(MethodConfig):
+    """The single-step route's settings: SR-RAG's, with the official retriever's rules."""
+
+    max_paragraphs: int = 15
+    """Paragraphs kept at most (the official ``global_max_num_paras``)."""
+    mode: Literal["reference", "paper"] = "reference"
+    """``reference``: the query is the question without wh-words and "is"/"does", and
+    long or near-repeated paragraphs are skipped, as the official retriever
+    ([`ircot_official`][langchain_adaptive_rag.graphs.ircot_official]); ``paper``: the
+    question as asked and every paragraph the retriever returns (SR-RAG)."""
+
+
+class SingleStepPolicy(SingleRoundPolicy):
+    """Adaptive-RAG's single-step route: one retrieval with the question, then the answer."""
+
+    config_class = SingleStepConfig
+    config: SingleStepConfig
+
+    def formulate_query(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
+        """The question; in reference mode without its wh-words."""
+        question = super().formulate_query(ctx, state)
+        return without_question_words(question) if self.config.mode == "reference" else question
+
+    def rerank(self, ctx: RunContext, state: AdaptiveRAGState) -> dict[str, object]:
+        """In reference mode, the paragraphs the official retriever keeps; else all."""
+        if self.config.mode == "paper":
+            return super().rerank(ctx, state)
+        kept, added = collect_paragraphs([], state.get("docs", []), self.config.max_paragraphs)
+        return {"docs": kept, "rerank_order": added}
 
 
 @dataclass(frozen=True)
@@ -105,8 +158,9 @@ class AdaptiveRAGConfig(MethodConfig):
     [`create_adaptive_rag_router_graph`][] takes its place."""
     classifier_max_tokens: int = 4
     """Tokens the ``"llm"`` classifier generates (its reply is one letter)."""
-    max_steps: int = 8
-    """The multi-step route's reasoning steps at most (IRCoT's limit)."""
+    max_steps: int | None = None
+    """The multi-step route's reasoning steps at most (IRCoT's limit; ``None``: 10 in
+    reference mode, 8 in paper mode)."""
     max_paragraphs: int = 15
     """The multi-step route's paragraphs collected at most (IRCoT's cap)."""
     reader: IRCoTReader = "cot"
@@ -117,14 +171,21 @@ class AdaptiveRAGConfig(MethodConfig):
     multi_step_topk: int | None = None
     """Paragraphs each multi-step (C) retrieval returns; ``None``: ``retrieve_topk``.
     The official runs read 6 with FLAN-T5 and 3 with GPT (``official_setup``)."""
+    step_max_tokens: int = 300
+    """Tokens each multi-step generation may take in reference mode (IRCoT's
+    ``step_max_tokens``; ``official_setup`` sets the family's)."""
+    spacy_model: str | None = "en_core_web_sm"
+    """The spaCy pipeline of the multi-step route's sentences (IRCoT's)."""
     mode: Literal["reference", "paper"] = "reference"
-    """The multi-step route's queries ([`IRCoTConfig`][]'s ``mode``)."""
+    """``reference``: both retrieving routes follow the official code (IRCoT's
+    reference mode on the multi-step route; the question without wh-words and the
+    official paragraph filters on the single-step route); ``paper``: as the paper reads."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("classifier_max_tokens", "max_steps", "max_paragraphs"):
+        for name in ("classifier_max_tokens", "max_steps", "max_paragraphs", "step_max_tokens"):
             value = getattr(self, name)
-            if value < 1:
+            if value is not None and value < 1:
                 msg = f"AdaptiveRAGConfig.{name} must be >= 1, got {value}."
                 raise AdaptiveRAGError(msg)
         for name in ("single_step_topk", "multi_step_topk"):
@@ -135,14 +196,17 @@ class AdaptiveRAGConfig(MethodConfig):
 
     @classmethod
     def official_setup(cls, setup: Literal["flan_t5", "gpt"]) -> AdaptiveRAGConfig:
-        """The official runs' paragraphs per route: FLAN-T5 (15, 6) or GPT (6, 3).
+        """The official runs' setup: paragraphs per route, reader and generation budget.
+
+        FLAN-T5: 15 and 6 paragraphs, the direct reader, 200 tokens a call; GPT: 6 and 3,
+        the chain-of-thought reader, 300 tokens.
 
         Args:
             setup: ``"flan_t5"`` or ``"gpt"``, the two model families of the paper.
 
         Returns:
-            A config with ``single_step_topk`` and ``multi_step_topk`` set (change any
-            other field with ``dataclasses.replace``).
+            A config with ``single_step_topk``, ``multi_step_topk``, ``reader`` and
+            ``step_max_tokens`` set (change any other field with ``dataclasses.replace``).
 
         Raises:
             AdaptiveRAGError: An unknown setup.
@@ -154,7 +218,12 @@ class AdaptiveRAGConfig(MethodConfig):
             )
             raise AdaptiveRAGError(msg)
         single, multi = OFFICIAL_ROUTE_TOPK[setup]
-        return cls(single_step_topk=single, multi_step_topk=multi)
+        return cls(
+            single_step_topk=single,
+            multi_step_topk=multi,
+            reader=OFFICIAL_READER[setup],
+            step_max_tokens=OFFICIAL_STEP_MAX_TOKENS[setup],
+        )
 
     def route_config(self, complexity: Complexity) -> MethodConfig:
         """The config of the method that answers questions of class ``complexity``."""
@@ -167,9 +236,12 @@ class AdaptiveRAGConfig(MethodConfig):
                 max_paragraphs=self.max_paragraphs,
                 reader=self.reader,
                 mode=self.mode,
+                step_max_tokens=self.step_max_tokens,
+                spacy_model=self.spacy_model,
             )
         if complexity == "B":
             shared["retrieve_topk"] = self.single_step_topk or self.retrieve_topk
+            return SingleStepConfig(**shared, max_paragraphs=self.max_paragraphs, mode=self.mode)
         return MethodConfig(**shared)
 
 
@@ -331,7 +403,7 @@ def create_adaptive_rag_router_graph(
     own_fields = frozenset(item.name for item in dataclasses.fields(AdaptiveRAGConfig))
     policies: dict[Complexity, Policy] = {
         "A": NoRetrievalPolicy(chosen.route_config("A")),
-        "B": SingleRoundPolicy(chosen.route_config("B")),
+        "B": SingleStepPolicy(chosen.route_config("B")),
         "C": IRCoTPolicy(chosen.route_config("C")),
     }
     graph = StateGraph(

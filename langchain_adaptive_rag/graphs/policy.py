@@ -379,6 +379,22 @@ class Policy(MethodFacts):
             stop=tuple(stop),
         )
 
+    @staticmethod
+    def fitting_budget(ctx: RunContext, prompt: str, budget: int) -> int:
+        """``budget``, capped at the positions the model's context leaves after ``prompt``.
+
+        For a local model with a known context length (``capabilities.context_length``);
+        a served model's budget is kept as it is. At least one token is asked for, so a
+        prompt that fills the context alone still fails with its own clear error.
+        """
+        capabilities = getattr(ctx.model, "capabilities", None)
+        limit = getattr(capabilities, "context_length", None)
+        encode = getattr(ctx.model, "encode", None)
+        if not isinstance(limit, int) or encode is None:
+            return budget
+        room = limit - len(encode(prompt)) - 1  # the engine feeds one position past the end
+        return max(1, min(budget, room))
+
     def remaining(self, state: AdaptiveRAGState) -> int:
         """Tokens left in the answer budget."""
         return self.config.generate_max_length - state.get("answer_tokens", 0)

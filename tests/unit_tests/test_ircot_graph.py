@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -143,10 +145,12 @@ def test_direct_reader_starts_at_the_answer_marker_over_every_paragraph() -> Non
 
 
 def test_a_cot_reading_without_answer_is_read_on_with_the_paragraphs() -> None:
+    # paper mode (the reference mode takes the whole output: test_ircot_official.py)
     model = FakeTraceModel(
         [" So the answer is 1931.", STEP_1 + STEP_2, " 1931.\n"]  # the reader gives none
     )
-    result = create_ircot_graph(model, _retriever(), prompts=NO_SHOTS).invoke(
+    config = IRCoTConfig(mode="paper")
+    result = create_ircot_graph(model, _retriever(), config=config, prompts=NO_SHOTS).invoke(
         {"question": QUESTION}
     )
     assert model.prompts[-1] == _context(FILM, OTHER) + _case(STEP_1 + STEP_2 + " So the answer is")
@@ -171,3 +175,23 @@ def test_the_harness_sets_its_fields_from_the_command_line() -> None:
         ["reader=direct", "max_steps=3", "retrieve_topk=2"], IRCoTConfig
     )
     assert (config.reader, config.max_steps, config.retrieve_topk) == ("direct", 3, 2)
+
+
+def test_a_reference_step_asks_for_no_more_than_the_context_leaves() -> None:
+    from types import SimpleNamespace
+
+    from langchain_adaptive_rag.graphs.ircot import IRCoTPolicy
+
+    class Local:  # a local model's context length and encoder (one id per word)
+        capabilities = SimpleNamespace(context_length=100)
+
+        @staticmethod
+        def encode(prompt: str) -> list[int]:
+            return list(range(len(prompt.split())))
+
+    ctx: Any = SimpleNamespace(model=Local())
+    assert IRCoTPolicy.fitting_budget(ctx, "w " * 40, 300) == 59  # 100 - 40 - 1
+    assert IRCoTPolicy.fitting_budget(ctx, "w " * 40, 30) == 30
+    assert IRCoTPolicy.fitting_budget(ctx, "w " * 120, 300) == 1  # the engine's error then
+    served: Any = SimpleNamespace(model=FakeTraceModel([]))  # no context length: as asked
+    assert IRCoTPolicy.fitting_budget(served, "w " * 40, 300) == 300
