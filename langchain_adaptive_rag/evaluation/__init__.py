@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         load_strategyqa,
         read_id_aliases,
     )
+    from langchain_adaptive_rag.evaluation.merge import merge_shards
     from langchain_adaptive_rag.evaluation.metrics import (
         AnswerScores,
         DecisionScores,
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
         load_chat_model,
         prepare_evaluation,
     )
+    from langchain_adaptive_rag.evaluation.shards import Shard, parse_shard
 
 _EXPORTS: dict[str, str] = {
     "DATASET_NAMES": "langchain_adaptive_rag.evaluation.datasets",
@@ -112,6 +114,7 @@ _EXPORTS: dict[str, str] = {
     "RunAgreement": "langchain_adaptive_rag.evaluation.agreement",
     "RunReport": "langchain_adaptive_rag.evaluation.runner",
     "RunSettings": "langchain_adaptive_rag.evaluation.runner",
+    "Shard": "langchain_adaptive_rag.evaluation.shards",
     "SummaryRow": "langchain_adaptive_rag.evaluation.runner",
     "answer_match": "langchain_adaptive_rag.evaluation.metrics",
     "calibrate_threshold": "langchain_adaptive_rag.evaluation.calibration",
@@ -145,8 +148,10 @@ _EXPORTS: dict[str, str] = {
     "load_retrievalqa": "langchain_adaptive_rag.evaluation.datasets",
     "load_strategyqa": "langchain_adaptive_rag.evaluation.datasets",
     "mean_scores": "langchain_adaptive_rag.evaluation.metrics",
+    "merge_shards": "langchain_adaptive_rag.evaluation.merge",
     "normalize_answer": "langchain_adaptive_rag.evaluation.metrics",
     "parse_config_overrides": "langchain_adaptive_rag.evaluation.overrides",
+    "parse_shard": "langchain_adaptive_rag.evaluation.shards",
     "parse_yes_no": "langchain_adaptive_rag.evaluation.metrics",
     "prepare_evaluation": "langchain_adaptive_rag.evaluation.setup",
     "read_id_aliases": "langchain_adaptive_rag.evaluation.datasets",
@@ -179,6 +184,7 @@ __all__ = [
     "RunAgreement",
     "RunReport",
     "RunSettings",
+    "Shard",
     "SummaryRow",
     "answer_match",
     "calibrate_threshold",
@@ -212,8 +218,10 @@ __all__ = [
     "load_retrievalqa",
     "load_strategyqa",
     "mean_scores",
+    "merge_shards",
     "normalize_answer",
     "parse_config_overrides",
+    "parse_shard",
     "parse_yes_no",
     "prepare_evaluation",
     "read_id_aliases",

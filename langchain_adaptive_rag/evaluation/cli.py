@@ -1,4 +1,4 @@
-"""The ``eval``, ``compare`` and ``calibrate`` commands of ``adaptive-rag``.
+"""The ``eval``, ``merge``, ``compare`` and ``calibrate`` commands of ``adaptive-rag``.
 
 ``evaluation.cli_args.add_eval_commands`` adds them to an ``argparse`` sub-command
 set (importing this module only when a command runs); each sets ``handler`` on the
@@ -14,6 +14,9 @@ Usage (one command per entry)::
 
     adaptive-rag eval --method dragin --dataset hotpotqa --data hotpot_dev.json
         --model meta-llama/Llama-2-7b-hf --limit 500 --config theta=0.8 --out runs/dragin
+    adaptive-rag eval ... --shard 2/4 --out runs/dragin-2   (one shard per machine)
+    adaptive-rag merge runs/dragin-1 runs/dragin-2 runs/dragin-3 runs/dragin-4
+        --out runs/dragin
     adaptive-rag compare runs/dragin runs/flare [--format csv] [--out table.md]
     adaptive-rag compare runs/flare-c1 runs/flare-c8 --questions [--tolerance 1e-4]
     adaptive-rag calibrate --method flare --values 0.2,0.4,0.6 --dataset hotpotqa
@@ -36,6 +39,7 @@ from langchain_adaptive_rag.evaluation.calibration import (
     choose_threshold,
 )
 from langchain_adaptive_rag.evaluation.datasets import Example
+from langchain_adaptive_rag.evaluation.merge import merge_shards
 from langchain_adaptive_rag.evaluation.paths import (
     check_input_file,
     check_output_dir,
@@ -154,6 +158,7 @@ def _prepare(args: argparse.Namespace, *, threshold_field: str | None = None) ->
         prompts=args.prompts,
         k=args.k,
         threshold_field=threshold_field,
+        shard=getattr(args, "shard", None),  # eval's option; calibrate has none
     )
 
 
@@ -255,6 +260,25 @@ def run_eval_command(args: argparse.Namespace) -> int:
             "to resume."
         )
         return 130
+    return 0
+
+
+def run_merge_command(args: argparse.Namespace) -> int:
+    """``adaptive-rag merge``: join the shards of one run, then print its summary.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        0, or 2 when the directories are not the finished shards of one run.
+    """
+    try:
+        out = merge_shards(args.shards, args.out)
+        row = summarize(out)
+    except AdaptiveRAGError as exc:
+        return _error(str(exc))
+    print(f"merged {len(args.shards)} shards into {out}\n")
+    print(format_table([row], "markdown"), end="")
     return 0
 
 

@@ -1,8 +1,9 @@
-"""The arguments of ``adaptive-rag eval``, ``compare`` and ``calibrate``: light to import.
+"""The arguments of the evaluation commands: light to import.
 
-[`add_eval_commands`][] adds the three commands to an ``argparse`` sub-command set; each
-sets ``handler``, which loads ``langchain_adaptive_rag.evaluation.cli`` (and the model
-stack) only when the command runs, so ``--help`` and argument errors answer at once.
+[`add_eval_commands`][] adds ``eval``, ``merge``, ``compare`` and ``calibrate`` to an
+``argparse`` sub-command set; each sets ``handler``, which loads
+``langchain_adaptive_rag.evaluation.cli`` (and the model stack) only when the command
+runs, so ``--help`` and argument errors answer at once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from langchain_adaptive_rag.evaluation.datasets.example import (
     DATASET_NAMES,
     canonical_dataset_name,
 )
+from langchain_adaptive_rag.evaluation.shards import Shard, parse_shard
 
 __all__ = ["add_eval_commands"]
 
@@ -87,6 +89,13 @@ def _float_list(text: str) -> list[float]:
         msg = f"received {text!r}; expected comma-separated numbers such as 0.2,0.4,0.6"
         raise argparse.ArgumentTypeError(msg)
     return values
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return parse_shard(text)
+    except AdaptiveRAGError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _method(text: str) -> str:
@@ -241,7 +250,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser, methods: Sequence[str]) 
 
 
 def add_eval_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``eval``, ``compare`` and ``calibrate`` to a sub-command set.
+    """Add ``eval``, ``merge``, ``compare`` and ``calibrate`` to a sub-command set.
 
     Each parser sets ``handler`` (a function of the parsed namespace returning the exit
     status), so the main program dispatches with ``args.handler(args)``.
@@ -259,12 +268,33 @@ def add_eval_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     _add_run_arguments(evaluate, METHOD_NAMES)
     evaluate.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help=(
+            "answer the I-th of every N questions (after --limit) into OUT, one shard per "
+            "machine; join the shards with adaptive-rag merge"
+        ),
+    )
+    evaluate.add_argument(
         "--retry-errors", action="store_true", help="answer again questions that failed"
     )
     evaluate.add_argument(
         "--fail-fast", action="store_true", help="stop at the first question that fails"
     )
     evaluate.set_defaults(handler=_handler("run_eval_command"))
+
+    merge = subparsers.add_parser(
+        "merge",
+        help="join the shards of one run (eval --shard I/N) into one run directory",
+        description=(
+            "Check that the directories are the N finished shards of one run (same "
+            "settings, each question once) and write them as one run, then summarise it."
+        ),
+    )
+    merge.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="the shards' run dirs")
+    merge.add_argument("--out", required=True, metavar="DIR", help="the merged run directory")
+    merge.set_defaults(handler=_handler("run_merge_command"))
 
     compare = subparsers.add_parser(
         "compare", help="summarise run directories side by side", description="Compare runs."

