@@ -1,17 +1,17 @@
-"""Sliding-window models at concurrency: the loop's own cache within the window.
+"""Sliding-window models at concurrency: the loop's own cache against the model's.
 
-A model with sliding-window layers (Mistral-7B-v0.1: a 4,096-position window) used to
-decode every loop on the cache the model builds for itself, which keeps only the window:
-calls that arrived while a loop ran waited for the next one, and no prompt prefix was
-stored. While every request fits in the window, the loop now holds its own cache, which
-gives the same results (a window hides nothing from that many keys): calls join running
-loops, the few-shot exemplars come from the prefix cache and attention rows are deferred.
+A model with sliding-window layers (Mistral-7B-v0.1: a 4,096-position window) decoding on
+the cache the model builds for itself, which keeps only the window, lets calls that
+arrive while a loop runs wait for the next one and stores no prompt prefix. The loop's
+own cache keeps every key and masks each windowed layer by its window in each row's
+positions, which gives the same results: calls join running loops and the few-shot
+exemplars come from the prefix cache.
 
 Each method answers the same toy questions through the evaluation runner with DRAGIN's
 2WikiMultihopQA prompts (about 1,100 tokens) on a randomly initialised Mistral-shaped
 model with a 4,096-position window (its answers are noise, the workload is real), at
 concurrency 1 and ``--concurrency``, twice: on the model's own cache (capabilities with
-``window=0``, what the previous release did) and within the window (this release). Printed
+``window=0``) and on the loop's own cache. Printed
 per method and concurrency: questions per second both ways, their ratio, and whether
 the answers and retrievals agree question by question.
 

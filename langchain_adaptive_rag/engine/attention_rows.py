@@ -201,6 +201,9 @@ def _visible(
         else:
             mask = mask[..., -queries:, -keys:]
             allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+            # a 4-D mask already hides what the layer's window hides (the model's own, by
+            # columns; the loop's, by each row's positions, which padding gaps keep apart)
+            sliding_window = None
     window_cuts = sliding_window is not None and sliding_window < keys
     if allowed is not None and queries == 1 and not window_cuts:
         return allowed  # the newest query is after every key: only the mask hides any

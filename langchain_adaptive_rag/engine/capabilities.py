@@ -10,9 +10,12 @@ another kind would (``window=0``: the model's own cache).
 The cache kinds:
 
 - ``plain``: every layer keeps every key and value (Llama, Qwen2, GPT-2).
-- ``windowed``: some layers keep only a sliding window (Mistral, Gemma 2 and 3): the
-  loop's own cache gives the same results while every sequence fits in the smallest
-  window, and the model's own cache is used beyond it.
+- ``windowed``: some layers keep only a sliding window (Mistral, Gemma 2 and 3, GPT-OSS):
+  the loop's own cache keeps every key and hands each layer a mask by its window, counted
+  in each row's positions ([`WindowMasks`][langchain_adaptive_rag.engine.window_masks.WindowMasks]),
+  so it gives the model's results at any length; a kernel that reads no mask (flash
+  attention) keeps the old rule: the loop's cache while every sequence fits in the
+  smallest window, the model's own cache beyond it.
 - ``latent``: every layer caches a compressed latent that each pass expands (DeepSeek-V2
   and V3): plain for joins and stored prefixes, but the samples of a call cannot read
   one shared copy of their prompt.
@@ -42,6 +45,7 @@ from langchain_adaptive_rag.engine.layers import (
     has_mlp,
 )
 from langchain_adaptive_rag.engine.shared_prompts import attends_its_cache
+from langchain_adaptive_rag.engine.window_masks import WindowMasks, window_masks_of
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 
 if TYPE_CHECKING:
@@ -83,6 +87,9 @@ class ModelCapabilities:
     """The most positions the config allows (``None``: it states none)."""
     cache_keyword: str
     """The forward argument that takes a cache (``cache`` or ``past_key_values``)."""
+    window_masks: WindowMasks | None = None
+    """For a windowed model whose kernel reads masks: how the loop masks each layer to
+    its window (then ``window`` is ``None``: any length)."""
 
     @property
     def joins(self) -> bool:
@@ -98,9 +105,10 @@ class ModelCapabilities:
     def shares_prompts(self) -> bool:
         """Whether a call's samples can read one shared copy of their prompt.
 
-        Every layer must attend over what it caches, in the loop's own cache.
+        Every layer must attend over what it caches, in the loop's own cache, under the
+        causal mask alone (no window).
         """
-        return self.attends_its_cache and self.window is None
+        return self.attends_its_cache and self.window is None and self.window_masks is None
 
     @property
     def masked_steps(self) -> bool:
@@ -136,6 +144,9 @@ _KNOWN: weakref.WeakKeyDictionary[Any, ModelCapabilities] = weakref.WeakKeyDicti
 def _read(model: PreTrainedModel) -> ModelCapabilities:
     layers = decoder_layers(model)
     kind, window = cache_kind(model)
+    masks = window_masks_of(model) if kind == "windowed" else None
+    if masks is not None:
+        window = None  # the loop masks each windowed layer itself
     attends = False
     if kind == "plain":
         modules = _indexed_attention(model)
@@ -153,6 +164,7 @@ def _read(model: PreTrainedModel) -> ModelCapabilities:
         attends_its_cache=attends,
         context_length=context_length(model),
         cache_keyword=cache_keyword(model),
+        window_masks=masks,
     )
 
 

@@ -261,7 +261,8 @@ class BatchRunner:
         step: dict[str, Any] = {}
         if pads:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]
-            step = {"attention_mask": mask, "position_ids": positions}
+            masks = self._layer_masks(mask, compute, roomy)
+            step = {"attention_mask": masks, "position_ids": positions}
         if cached:
             stored = [entry for _, entry in matches]
             step[self.capabilities.cache_keyword] = stored_cache(stored, taken, cached)
@@ -370,6 +371,17 @@ class BatchRunner:
         for layer in self.cache.layers:
             layer.drop_leading(lead)
         self.mask = self.mask[:, lead:]
+
+    def _layer_masks(self, padding: torch.Tensor, queries: int, roomy: bool) -> Any:
+        """The mask a pass hands the model.
+
+        The loop's padding mask, or, on the loop's own cache of a windowed model, each
+        layer type's 4-D mask by its window (see [`WindowMasks`][]).
+        """
+        masks = self.capabilities.window_masks
+        if masks is None or not roomy:
+            return padding
+        return masks.build(padding, queries, self.model.dtype)
 
     def _joinable(self) -> bool:
         """Whether the loop holds its own cache (set once, when the cache is made)."""
@@ -549,7 +561,7 @@ class BatchRunner:
         if self.padded:
             step = {"position_ids": fed_on_device[1].unsqueeze(1)}
             if not shared and self.capabilities.masked_steps:
-                step["attention_mask"] = self.mask
+                step["attention_mask"] = self._layer_masks(self.mask, 1, self._roomy)
         step[self.capabilities.cache_keyword] = self.cache
         deferred = False  # attention rows computed in the pass (see _store_deferred_rows)
         if shared and self.sharing is not None:
@@ -557,7 +569,9 @@ class BatchRunner:
             with self.prompts.routed(self.sharing):
                 out = self.model(input_ids=inputs, use_cache=True, **step)
         else:
-            with self.hooks.deferring_rows(self._joinable()) as deferred:
+            # a windowed layer's rows are computed at their step (its mask moves on)
+            defer = self._joinable() and self.capabilities.window_masks is None
+            with self.hooks.deferring_rows(defer) as deferred:
                 out = self.model(input_ids=inputs, use_cache=True, **step)
         unfinished = [self.requests[r] for r in sorted(self.unfinished)]
         masking = _greedy_masking(unfinished)

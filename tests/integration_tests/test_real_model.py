@@ -10,6 +10,7 @@ The first run fetches and converts the model (about a minute); later runs read t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
+from langchain_adaptive_rag.engine.prefix_cache import PrefixCache
+from langchain_adaptive_rag.engine.request import DecodeRequest
+from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import (
@@ -94,8 +98,9 @@ def test_the_model_is_gemma_3_with_sliding_and_global_layers(chat: ChatTransform
     assert config.layer_types[GLOBAL_LAYER] == "full_attention"
     assert config.sliding_window == 512
     assert sum(p.numel() for p in chat.hf_model.parameters()) == 268_098_176
-    capabilities = chat.capabilities  # the engine's view: the window bounds its own cache
-    assert (capabilities.cache_kind, capabilities.window) == ("windowed", 512)
+    capabilities = chat.capabilities  # the engine's view: the loop masks each layer's window
+    assert (capabilities.cache_kind, capabilities.window) == ("windowed", None)
+    assert capabilities.window_masks is not None and capabilities.window_masks.window == 512
     assert capabilities.joins and not capabilities.shares_prompts
     assert capabilities.attention_layers == capabilities.mlp_layers == tuple(range(18))
 
@@ -163,6 +168,60 @@ def test_signals_equal_an_eager_forward_pass(
     hidden = out.hidden_states[HIDDEN_LAYER + 1][0, prompt_len + steps - 1].numpy()
     assert trace.hidden is not None
     np.testing.assert_allclose(trace.hidden, hidden, rtol=1e-4, atol=1e-4 * np.abs(hidden).max())
+
+
+def test_calls_past_the_window_join_and_reuse_prefixes_as_the_models_own_cache(
+    chat: ChatTransformers,
+) -> None:
+    """Past the 512-token window, calls joining a loop and prompts read from stored
+    prefixes give what each gives alone on the model's own windowed cache: the same
+    tokens, log-probabilities and entropies within 1e-5, attention rows (a sliding and
+    the global layer) within 1e-6."""
+    model, tokenizer = chat.hf_model, chat.hf_tokenizer
+    own = replace(chat.capabilities, window=0, window_masks=None)
+    prompts = [
+        build_prompt(PROMPTS, QUESTION, docs=DOCS),
+        build_prompt(PROMPTS, "Who wrote Arthur's Magazine?", docs=DOCS),
+        build_prompt(PROMPTS, "Where is Oslo?"),
+    ]
+    budgets = [10, 6, 8]
+
+    def requests(layer: int) -> list[DecodeRequest]:
+        capture = CaptureOptions(attention=True, attention_layer=layer)
+        return [
+            DecodeRequest(
+                model,
+                tokenizer,
+                chat.encode(p),
+                decoding=DecodingOptions(max_new_tokens=n, min_new_tokens=n),
+                capture=capture,
+            )
+            for p, n in zip(prompts, budgets, strict=True)
+        ]
+
+    for layer in (SLIDING_LAYER, GLOBAL_LAYER):
+        alone = [decode_alone(r, capabilities=own) for r in requests(layer)]
+        first, *late = requests(layer)
+        assert min(len(r.prompt_ids) for r in (first, late[0])) > 600  # past the window
+        joining = iter([[], late])  # at the second step boundary
+
+        cache = PrefixCache(2**28, min_tokens=16)
+        list(
+            decode_together(
+                model,
+                [first],
+                admit=lambda rows, longest, joining=joining: next(joining, []),
+                prefix_cache=cache,
+            )
+        )
+        assert cache.stats.hits >= 1  # the second prompt read the first one's prefix
+        for got, want in zip([first, *late], alone, strict=True):
+            (trace,), (expected,) = got.traces, want
+            assert trace.token_ids.tolist() == expected.token_ids.tolist()
+            np.testing.assert_allclose(trace.logprobs, expected.logprobs, atol=1e-5)
+            np.testing.assert_allclose(trace.entropies, expected.entropies, atol=1e-5)
+            assert trace.attention is not None and expected.attention is not None
+            np.testing.assert_allclose(trace.attention, expected.attention, atol=1e-6)
 
 
 def _questions(count: int) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
+from langchain_adaptive_rag.engine.window_masks import window_masks_of
 from tests.helpers.families import FAMILIES
 
 GUIDE = Path(__file__).resolve().parents[3] / "docs" / "engine.md"
@@ -67,4 +68,8 @@ def test_capabilities_are_read_once_per_model(family_dirs: dict[str, Path]) -> N
     first = ModelCapabilities.of(model)
     assert ModelCapabilities.of(model) is first  # kept while the model lives
     assert first.joins and first.prefix_cache and not first.shares_prompts
-    assert first.fits(16) and not first.fits(17)  # the tiny Mistral's window is 16
+    # the tiny Mistral's window is 16: the loop masks it, so any length fits
+    assert first.window is None and first.fits(10_000)
+    assert first.window_masks is not None and first.window_masks.window == 16
+    model.config._attn_implementation = "flash_attention_2"  # a kernel that reads no mask
+    assert window_masks_of(model) is None

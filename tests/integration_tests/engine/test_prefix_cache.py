@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers
+from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.prefix_cache import PrefixCache
 from langchain_adaptive_rag.engine.request import DecodeRequest
 from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
@@ -60,9 +62,10 @@ def test_prefills_from_stored_prefixes_equal_full_prefills(
     path = tiny_model_dirs[architecture]
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
-    full = _decoders(model, tokenizer)
+    own = replace(ModelCapabilities.of(model), window=0, window_masks=None)
+    full = _decoders(model, tokenizer)  # each alone on the model's own cache
     for decoder in full:
-        _decode(model, [decoder], None)
+        list(decode_together(model, [decoder], capture=CAPTURE, capabilities=own))
     cache = PrefixCache(2**26, min_tokens=8)
     alone = _decoders(model, tokenizer)
     for decoder in alone:  # each after the others: later prompts find earlier ones
@@ -72,11 +75,9 @@ def test_prefills_from_stored_prefixes_equal_full_prefills(
     for got in (alone, together):
         for a, b in zip(got, full, strict=True):
             assert_same(a.traces, b.traces)
-    if architecture == "mistral":  # a sliding-window cache keeps no prefix to reuse
-        assert len(cache) == 0 and cache.stats.hits == 0
-    else:
-        assert cache.stats.hits == 2 + 3  # alone: prompts 2 and 4; together: all but one
-        assert cache.stats.reused_share > 0.5
+    # Mistral too: its prompts pass its 16-position window, and the loop masks it
+    assert cache.stats.hits == 2 + 3  # alone: prompts 2 and 4; together: all but one
+    assert cache.stats.reused_share > 0.5
 
 
 def test_prompts_needing_very_different_prefills_run_in_separate_passes(
@@ -147,32 +148,28 @@ def test_concurrent_calls_reuse_prefixes_and_get_what_a_call_alone_gets(
     chat.scheduler.close()
 
 
-def test_a_windowed_model_reuses_prefixes_only_within_its_window(
+def test_a_windowed_model_reuses_prefixes_past_its_window(
     tiny_model_dirs: dict[str, Path],
 ) -> None:
-    """Prompts that fit the tiny Mistral's 16-position window are stored and reused; a
-    loop past the window runs on the model's own cache and takes no stored prefix."""
+    """Prompts past the tiny Mistral's 16-position window are stored and reused, and give
+    what the model's own (windowed) cache gives."""
     path = tiny_model_dirs["mistral"]
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
+    own = replace(ModelCapabilities.of(model), window=0, window_masks=None)
 
     def decoder(prompt: str, budget: int) -> DecodeRequest:
         ids = tokenizer(prompt)["input_ids"]
         return DecodeRequest(model, tokenizer, ids, decoding=DecodingOptions(max_new_tokens=budget))
 
-    short = "Carl Lind was born in Oslo"
-    full = [decoder(short, 4), decoder(short + " in", 3), decoder(short, 12)]
-    for d in full:
-        _decode(model, [d], None)
+    long = EXEMPLARS + "Question: Where was Carl Lind born?\nAnswer:"
+    plan = [(long, 6), (long + " He", 5), (EXEMPLARS, 4)]
+    assert len(tokenizer(long)["input_ids"]) > 16
+    want = [decode_alone(decoder(p, n), capabilities=own) for p, n in plan]
     cache = PrefixCache(2**26, min_tokens=2)
-    stored = [decoder(short, 4), decoder(short + " in", 3)]
-    for d in stored:  # the second finds the first's prompt
+    got = [decoder(p, n) for p, n in plan]
+    for d in got:  # later prompts start with earlier ones
         _decode(model, [d], cache)
-    held = len(cache)
-    assert held > 0 and cache.stats.hits == 1
-    past = decoder(short, 12)  # the same prompt, a budget past the window
-    assert past.longest > 16 >= max(d.longest for d in stored)
-    _decode(model, [past], cache)
-    assert cache.stats.hits == 1 and len(cache) == held  # neither taken nor stored
-    for got, want in zip([*stored, past], full, strict=True):
-        assert_same(got.traces, want.traces)
+    assert cache.stats.hits == 2 and cache.stats.reused_share > 0.5
+    for d, w in zip(got, want, strict=True):
+        assert_same(d.traces, w)

@@ -595,10 +595,11 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
         assert_same(d.traces, want.traces)
 
 
-def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window(
+def test_a_sliding_window_loop_takes_joiners_past_its_window(
     tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Within the window the loop's own cache gives what the model's cache gives."""
+    """The loop's own cache, its windowed layers masked by each row's positions, gives what
+    the model's own windowed cache gives, within the window and past it, with joins."""
     chat = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
     model, tokenizer = chat.hf_model, chat.hf_tokenizer
     capture = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
@@ -609,11 +610,11 @@ def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window
             model, tokenizer, chat.encode(prompt), decoding=options, capture=capture
         )
 
-    plan = [("Anna Berg", 9), ("Carl", 5), ("Maria Holm was", 6)]
-    own = replace(ModelCapabilities.of(model), window=0)  # the model's own windowed cache
+    plan = [("Anna Berg", 9), ("Carl", 5), (PROMPTS[1], 6), ("Maria Holm was", 12)]
+    own = replace(ModelCapabilities.of(model), window=0, window_masks=None)
     alone = [decode_alone(decoder(p, n), capabilities=own) for p, n in plan]
-    running, late = decoder(*plan[0]), [decoder(*plan[1]), decoder(*plan[2])]
-    assert max(d.longest for d in (running, *late)) <= 16  # the tiny Mistral's window
+    running, late = decoder(*plan[0]), [decoder(*p) for p in plan[1:]]
+    assert max(d.longest for d in late) > 16  # the tiny Mistral's window
     told: list[int | None] = []
 
     def admit(rows: int, longest: int | None) -> list[DecodeRequest]:
@@ -621,19 +622,21 @@ def test_a_sliding_window_loop_takes_joiners_while_every_request_fits_its_window
         return late if len(told) == 3 else []
 
     list(decode_together(model, [running], admit=admit))
-    assert told[0] == 16 and len(told) > 3  # joined at the third step boundary
+    assert told[0] is None and len(told) > 3  # any length joins, at the third boundary
     for got, want in zip([running, *late], alone, strict=True):
         assert_same(got.traces, want)  # head maxima too
 
-    too_long = decoder(PROMPTS[1], 4)  # past the window: the loop must not take it
-    assert too_long.longest > 16
+    limited = replace(ModelCapabilities.of(model), window=16, window_masks=None)
+    too_long = decoder(PROMPTS[1], 4)  # a kernel without masks: the window limits joins
     with pytest.raises(AdaptiveRAGError, match=r"may fill \d+ positions; the loop allows 16"):
-        list(decode_together(model, [decoder(*plan[1])], admit=lambda rows, longest: [too_long]))
-    past = [decoder(PROMPTS[1], 4), decoder(*plan[1])]  # one request past the window
-    list(decode_together(model, past, admit=lambda rows, longest: pytest.fail("joined")))
-    for got, prompt in zip(past, (PROMPTS[1], plan[1][0]), strict=True):
-        alone_trace = decode_alone(decoder(prompt, got.decoding.max_new_tokens), capabilities=own)
-        assert_same(got.traces, alone_trace)
+        list(
+            decode_together(
+                model,
+                [decoder(*plan[1])],
+                admit=lambda rows, longest: [too_long],
+                capabilities=limited,
+            )
+        )
 
 
 @pytest.mark.parametrize("past_window", [False, True])
