@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from langchain_adaptive_rag.testing import create_tiny_model
-from tests.helpers.families import FAMILIES, save_tiny_family
+from tests.helpers.families import FAMILIES, WINDOWED_FAMILIES, save_tiny_family
 
 
 @pytest.fixture(scope="session")
@@ -75,3 +75,15 @@ def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One tiny randomly initialised model of every family the engine serves."""
     root = tmp_path_factory.mktemp("families")
     return {family: save_tiny_family(family, root / family, seed=3) for family in FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def windowed_dirs(
+    tiny_model_dirs: dict[str, Path], family_dirs: dict[str, Path]
+) -> dict[str, Path]:
+    """The tiny models with 16-position sliding windows: Mistral's every layer, and Gemma 2,
+    Gemma 3 and GPT-OSS shapes mixing windowed and global layers."""
+    return {
+        family: (tiny_model_dirs if family == "mistral" else family_dirs)[family]
+        for family in WINDOWED_FAMILIES
+    }

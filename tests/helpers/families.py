@@ -3,7 +3,10 @@
 Attention families (Llama, Qwen2, GPT-2, Mistral's sliding window, Gemma, DeepSeek-V3's
 latent attention) come from ``create_tiny_model``; the others are built here on the same
 trained tokenizer: state-space and hybrid (Mamba, LFM2's convolutions, Nemotron-H's
-Mamba-2 layers) and mixture-of-experts (Llama 4, Granite MoE, Granite MoE hybrid).
+Mamba-2 layers), mixture-of-experts (Llama 4, Granite MoE, Granite MoE hybrid) and the
+windowed shapes that mix sliding-window and global layers (Gemma 2's alternation, Gemma 3's
+five local layers to one global, GPT-OSS's alternation with attention sinks and experts),
+each with a 16-position window so that short prompts pass it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ import transformers
 
 from langchain_adaptive_rag.testing import TinyArchitecture, create_tiny_model
 
-__all__ = ["ATTENTION_FAMILIES", "FAMILIES", "OTHER_FAMILIES", "save_tiny_family"]
+__all__ = [
+    "ATTENTION_FAMILIES",
+    "FAMILIES",
+    "OTHER_FAMILIES",
+    "WINDOWED_FAMILIES",
+    "save_tiny_family",
+]
 
 ATTENTION_FAMILIES: tuple[TinyArchitecture, ...] = (
     "llama",
@@ -27,8 +36,21 @@ ATTENTION_FAMILIES: tuple[TinyArchitecture, ...] = (
     "deepseek_v3",
 )
 """Families ``create_tiny_model`` builds."""
-OTHER_FAMILIES = ("mamba", "lfm2", "nemotron_h", "llama4", "granitemoe", "granitemoehybrid")
-"""State-space, hybrid and mixture-of-experts families built here."""
+WINDOWED_FAMILIES = ("mistral", "gemma2", "gemma3", "gpt_oss")
+"""Families with sliding-window layers of 16 positions (Mistral's every layer; the others
+mix windowed and global layers)."""
+OTHER_FAMILIES = (
+    "mamba",
+    "lfm2",
+    "nemotron_h",
+    "llama4",
+    "granitemoe",
+    "granitemoehybrid",
+    "gemma2",
+    "gemma3",
+    "gpt_oss",
+)
+"""State-space, hybrid, mixture-of-experts and windowed families built here."""
 FAMILIES = ATTENTION_FAMILIES + OTHER_FAMILIES
 """Every family."""
 
@@ -89,6 +111,8 @@ def _other(family: str, tokenizer: Any) -> Any:
                 interleave_moe_layer_step=1,  # every layer's feed-forward is experts
             )
         )
+    if family in ("gemma2", "gemma3", "gpt_oss"):
+        return _windowed(family, common, attention)
     experts = {"num_local_experts": 4, "num_experts_per_tok": 2, "residual_multiplier": 0.5}
     if family == "granitemoe":
         return transformers.GraniteMoeForCausalLM(
@@ -112,6 +136,41 @@ def _other(family: str, tokenizer: Any) -> Any:
         )
     msg = f"unknown family {family!r}; expected one of {FAMILIES}"
     raise ValueError(msg)
+
+
+WINDOW = 16
+"""The sliding window of the windowed shapes, in positions."""
+
+
+def _windowed(family: str, common: dict[str, Any], attention: dict[str, Any]) -> Any:
+    """The randomly initialised model of a windowed shape: sliding-window layers of
+    [`WINDOW`] positions beside global ones."""
+    shape = {**common, **attention, "head_dim": 8, "sliding_window": WINDOW}
+    if family == "gemma2":
+        return transformers.Gemma2ForCausalLM(
+            transformers.Gemma2Config(
+                **shape,
+                num_hidden_layers=4,  # sliding, full, sliding, full
+                query_pre_attn_scalar=8,
+            )
+        )
+    if family == "gemma3":
+        return transformers.Gemma3ForCausalLM(
+            transformers.Gemma3TextConfig(
+                **shape,
+                num_hidden_layers=6,
+                layer_types=["sliding_attention"] * 5 + ["full_attention"],
+                query_pre_attn_scalar=8,
+            )
+        )
+    return transformers.GptOssForCausalLM(
+        transformers.GptOssConfig(
+            **shape,
+            num_hidden_layers=4,  # sliding, full, sliding, full
+            num_local_experts=4,
+            num_experts_per_tok=2,
+        )
+    )
 
 
 def save_tiny_family(family: str, path: Path, *, seed: int = 0) -> Path:

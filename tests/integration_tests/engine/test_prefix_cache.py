@@ -17,6 +17,7 @@ from langchain_adaptive_rag.engine.runner import decode_alone, decode_together
 from langchain_adaptive_rag.evaluation import load_chat_model
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from tests.helpers.engine_calls import assert_same, run_together
+from tests.helpers.families import WINDOWED_FAMILIES
 
 EXEMPLARS = (
     "Question: When was Anna Berg born?\nAnswer: Anna Berg was born in 1931. So the answer "
@@ -148,13 +149,14 @@ def test_concurrent_calls_reuse_prefixes_and_get_what_a_call_alone_gets(
     chat.scheduler.close()
 
 
+@pytest.mark.parametrize("family", WINDOWED_FAMILIES)
 def test_a_windowed_model_reuses_prefixes_past_its_window(
-    tiny_model_dirs: dict[str, Path],
+    windowed_dirs: dict[str, Path], family: str
 ) -> None:
-    """Prompts past the tiny Mistral's 16-position window are stored and reused, and give
-    what the model's own (windowed) cache gives."""
-    path = tiny_model_dirs["mistral"]
-    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
+    """Prompts past a tiny model's 16-position window are stored and reused, and give what
+    the model's own (windowed) cache gives: Mistral, Gemma 2, Gemma 3 and GPT-OSS shapes."""
+    path = windowed_dirs[family]
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
     own = replace(ModelCapabilities.of(model), window=0, window_masks=None)
 
@@ -172,4 +174,11 @@ def test_a_windowed_model_reuses_prefixes_past_its_window(
         _decode(model, [d], cache)
     assert cache.stats.hits == 2 and cache.stats.reused_share > 0.5
     for d, w in zip(got, want, strict=True):
+        assert_same(d.traces, w)
+    # together: stored prefixes of different lengths leave padding inside rows, and the
+    # windowed layers' masks count each row's own positions past that gap
+    together = [decoder(p, n) for p, n in plan]
+    _decode(model, together, cache)
+    assert cache.stats.hits == 5
+    for d, w in zip(together, want, strict=True):
         assert_same(d.traces, w)

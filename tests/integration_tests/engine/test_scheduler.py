@@ -43,6 +43,7 @@ from langchain_adaptive_rag.options import (
 )
 from langchain_adaptive_rag.prompts import QAPrompts
 from tests.helpers.engine_calls import PROMPTS, assert_same, run_together
+from tests.helpers.families import WINDOWED_FAMILIES
 from tests.helpers.host_reads import count_tensors_from_lists
 from tests.helpers.outputs import comparable
 from tests.helpers.passes import Passes, counted
@@ -595,13 +596,20 @@ def test_a_padded_step_copies_its_tokens_and_positions_to_the_device_at_once(
         assert_same(d.traces, want.traces)
 
 
+@pytest.mark.parametrize("family", WINDOWED_FAMILIES)
 def test_a_sliding_window_loop_takes_joiners_past_its_window(
-    tiny_model_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    windowed_dirs: dict[str, Path], family: str
 ) -> None:
     """The loop's own cache, its windowed layers masked by each row's positions, gives what
-    the model's own windowed cache gives, within the window and past it, with joins."""
-    chat = ChatTransformers(model=str(tiny_model_dirs["mistral"]), attn_implementation="sdpa")
+    the model's own windowed cache gives, within the window and past it, with joins: on
+    Mistral (every layer windowed, sdpa's boolean masks), Gemma 2 (alternating, eager's
+    additive masks), Gemma 3 (five windowed layers to one global, sdpa) and GPT-OSS
+    (alternating, attention sinks, eager)."""
+    chat = ChatTransformers(model=str(windowed_dirs[family]))
     model, tokenizer = chat.hf_model, chat.hf_tokenizer
+    masks = ModelCapabilities.of(model).window_masks
+    assert masks is not None and masks.window == 16
+    assert masks.additive == (family in ("gemma2", "gpt_oss"))
     capture = CaptureOptions(attention=True, attention_head_max=True, hidden=True)
 
     def decoder(prompt: str, budget: int) -> DecodeRequest:
