@@ -284,8 +284,8 @@ class LocalModel:
             mask = torch.tensor([[0] * p + [1] * (longest - p) for p in pads], device=device)
             extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
         capture = AttentionCapture(self.model, layer, full=True)
-        with torch.inference_mode(), capture:
-            self.model(input_ids=inputs, use_cache=False, **extra)
+        with torch.inference_mode(), capture:  # the output layer only at the last position
+            self.model(input_ids=inputs, use_cache=False, logits_to_keep=1, **extra)
         assert capture.weights is not None  # the hook raised otherwise
         weights = capture.weights.cpu().numpy()
         return [weights[j][:, pad:, pad:] for j, pad in enumerate(pads)]
