@@ -31,12 +31,6 @@ class _Part(NamedTuple):
 
 
 def _read_part(directory: Path) -> _Part:
-    if not (directory / RUN_FILE).is_file():
-        msg = (
-            f"Received {directory}, which holds no {RUN_FILE}: not a run directory. "
-            "Expected the directories of eval --shard I/N runs. Fix: check the paths."
-        )
-        raise AdaptiveRAGError(msg)
     settings, records = read_run(directory)
     label = settings.get("shard")
     if not isinstance(label, str):

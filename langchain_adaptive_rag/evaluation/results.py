@@ -404,6 +404,13 @@ def read_run(out_dir: PathLike) -> tuple[dict[str, object], list[Record]]:
             the last is broken, or a result carries another settings fingerprint.
     """
     out = Path(out_dir)
+    if not (out / RUN_FILE).is_file():
+        msg = (
+            f"Received {str(out)!r}, which has no {RUN_FILE}: not a run directory. Expected "
+            "a directory written by run_evaluation (adaptive-rag eval --out DIR). Fix: check "
+            "the path."
+        )
+        raise AdaptiveRAGError(msg)
     settings = read_settings(out / RUN_FILE)
     records, _ = _scan_results(out / RESULTS_FILE)
     _check_fingerprints(records, settings_fingerprint(settings), out / RESULTS_FILE)

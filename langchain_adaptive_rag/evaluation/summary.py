@@ -11,7 +11,6 @@ from typing import Literal, TypeAlias
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.metrics import mean_scores, retrieval_decision_scores
 from langchain_adaptive_rag.evaluation.results import (
-    RUN_FILE,
     PathLike,
     Record,
     read_run,
@@ -76,13 +75,6 @@ def summarize(out_dir: PathLike, *, write: bool = True) -> SummaryRow:
             settings than its ``run.json`` (see [`read_run`][]).
     """
     out = Path(out_dir)
-    run_file = out / RUN_FILE
-    if not run_file.exists():
-        msg = (
-            f"Received {str(out)!r}, which has no {RUN_FILE}; expected a run directory "
-            "written by run_evaluation (adaptive-rag eval --out DIR)."
-        )
-        raise AdaptiveRAGError(msg)
     settings, records = read_run(out)
     dataset = settings.get("dataset")
     finished = [r for r in records if r.get("error") is None]

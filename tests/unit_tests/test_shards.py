@@ -111,7 +111,7 @@ def test_the_command_line_takes_a_shard_and_merges(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["merge", str(tmp_path / "none"), "--out", str(tmp_path / "m")]) == 2
-    assert "holds no run.json: not a run directory" in capsys.readouterr().err
+    assert "which has no run.json: not a run directory" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["eval", "--method", "dragin", "--dataset", "hotpotqa", "--data", "x", "--model",
               "m", "--shard", "3/2", "--out", str(tmp_path / "o")])  # fmt: skip
