@@ -7,10 +7,13 @@ steps (one token per row), DRAGIN's attention pass (the out-of-context forward o
 generated text, ``forward_attention``), the output layer inside both (Gemma's 262,144-word
 ``lm_head``), and BM25 retrieval; what is left is Python (graph, prompts, sampling, traces).
 
-The limit: the same CPU's float32 matrix-multiply rate (one square product, measured in the
-run) against the multiply-adds the question needed (each fed token through the decoder's
-weights, plus 640 x 262,144 per token that reaches ``lm_head``), which gives the shortest
-time this question could take on these cores with the work it does.
+The limits, measured in the same run: the CPU's float32 matrix-multiply rate (one square
+product) against the multiply-adds the question needed (each fed token through the
+decoder's weights, plus 640 x 262,144 per token that reaches ``lm_head``); and, for
+decoding steps, which feed one token a row and so read every weight once a step, the rate
+at which a matrix-vector product over ``lm_head`` reads its weights, which bounds a step
+from below at the model's weight bytes over that rate; then ``lm_head`` on 8 rows against
+1 (what a step of 8 rows costs the output layer).
 
 ``python benchmarks/gemma_profile.py [--question 0] [--data-dir ../shared/data]``.
 """
@@ -124,6 +127,17 @@ def matmul_rate(size: int = 2048, repeats: int = 10) -> float:
     return repeats * size**3 / (time.perf_counter() - start)
 
 
+def read_rate(weight: torch.Tensor, rows: int, repeats: int = 10) -> float:
+    """Seconds of one product of ``rows`` rows with ``weight`` (as the output layer)."""
+    x = torch.randn(rows, weight.shape[1])
+    with torch.inference_mode():
+        torch.nn.functional.linear(x, weight)  # warm
+        start = time.perf_counter()
+        for _ in range(repeats):
+            torch.nn.functional.linear(x, weight)
+    return (time.perf_counter() - start) / repeats
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--question", type=int, default=0)
@@ -158,6 +172,11 @@ def main() -> None:
         evaluate_method(chat, retriever, "dragin", [chosen], Path(tmp) / "run", **common)  # type: ignore[arg-type]
         total = time.perf_counter() - start
     rate = matmul_rate()
+    weight = model.lm_head.weight
+    one, eight = read_rate(weight, 1), read_rate(weight, 8)
+    bandwidth = weight.numel() * weight.element_size() / one
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    step_floor = weight_bytes / bandwidth
     body = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n)
     head = model.lm_head.weight.numel()
     fed = sum(timers.tokens[k] for k in ("prefill", "decode", "attention pass"))
@@ -186,6 +205,14 @@ def main() -> None:
         f"the question needed {need / 1e9:.1f} G ({body / 1e6:.0f}M weights per fed token, "
         f"{head / 1e6:.0f}M per lm_head token): at least {need / rate:.1f} s of matrix "
         f"products, {need / rate / total:.0%} of its time."
+    )
+    steps = timers.calls["decode"]
+    print(
+        f"A decoding step reads all {weight_bytes / 2**30:.2f} GiB of weights: lm_head's "
+        f"matrix-vector product reads at {bandwidth / 1e9:.1f} GB/s, so a step takes at least "
+        f"{step_floor * 1e3:.0f} ms ({timers.seconds['decode'] / steps * 1e3:.0f} ms measured) "
+        f"and the question's {steps} steps {step_floor * steps:.0f} s. lm_head on 8 rows "
+        f"takes {eight * 1e3:.0f} ms against {one * 1e3:.0f} ms on 1 ({eight / one:.1f}x)."
     )
 
 
