@@ -8,8 +8,9 @@ top 3 over their own paragraphs) through the evaluation runner, at concurrency 1
 arriving during a loop wait for the next, no prefix is stored) and on the loop's own cache
 (each windowed layer masked by its window in each row's positions: calls join, prefixes
 are stored). Printed per method, cache and concurrency: questions per second, the share of
-prompt tokens served from the prefix cache, requests per decoding loop, and whether the
-answers and retrievals equal the model's own cache at concurrency 1 question by question;
+prompt tokens served from the prefix cache, requests per decoding loop, rows per decoding
+step (the loop's occupancy, counted on the runner's steps), and whether the answers and
+retrievals equal the model's own cache at concurrency 1 question by question;
 then concurrency N / 1 and loop's / model's.
 
 ``python benchmarks/gemma_concurrency.py [--questions 8] [--methods
@@ -30,6 +31,7 @@ from prefix_cache import comparable
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
+from langchain_adaptive_rag.engine import runner
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.evaluation import evaluate_method, example_passages, load_dataset
 from langchain_adaptive_rag.evaluation.setup import batch_rows
@@ -49,12 +51,28 @@ CONFIGS: dict[str, dict[str, Any]] = {
 
 @dataclasses.dataclass
 class Run:
-    """One run's speed, prefix-cache share, requests per loop and answers."""
+    """One run's speed, prefix-cache share, requests per loop, rows per step, answers."""
 
     rate: float
     reused: float
     per_loop: float
+    per_step: float
     answers: dict[str, tuple[object, ...]]
+
+
+steps: list[int] = []
+"""Rows of each decoding step of the current run."""
+
+
+def count_steps() -> None:
+    """Record the rows of every decoding step the runner takes (into ``steps``)."""
+    step = runner.BatchRunner._step
+
+    def counted(self: runner.BatchRunner, tokens: list[int]) -> None:
+        steps.append(len(tokens))
+        step(self, tokens)
+
+    runner.BatchRunner._step = counted  # type: ignore[method-assign]
 
 
 def answer(
@@ -86,6 +104,7 @@ def answer(
     evaluate_method(
         chat, retriever, method, examples[-1:], out.with_name(out.name + "-warm"), **common
     )  # type: ignore[arg-type]
+    steps.clear()  # the warm-up's steps are not counted
     cache = chat.prefix_cache
     before = (cache.stats.reused_tokens, cache.stats.prompt_tokens) if cache else (0, 0)
     start = time.perf_counter()
@@ -100,7 +119,8 @@ def answer(
         started = sum(k * v for k, v in chat.scheduler.batch_sizes.items())
         per_loop = (started + chat.scheduler.joined) / loops if loops else 0.0
         chat.scheduler.close()
-    return Run(rate, reused, per_loop, comparable(out))
+    per_step = sum(steps) / len(steps) if steps else 0.0
+    return Run(rate, reused, per_loop, per_step, comparable(out))
 
 
 def main() -> None:
@@ -110,6 +130,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     args = parser.parse_args()
+    count_steps()
     path = get_gemma_3_270m()
     model = AutoModelForCausalLM.from_pretrained(
         path, attn_implementation="sdpa", dtype=torch.float32
@@ -124,9 +145,9 @@ def main() -> None:
     )
     print(
         "| method | cache | concurrency | q/s | prompt tokens from the prefix cache | "
-        "requests per loop | same answers as the model's cache at 1 |"
+        "requests per loop | rows per step | same answers as the model's cache at 1 |"
     )
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     ratios: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for method in args.methods.split(","):
@@ -139,6 +160,7 @@ def main() -> None:
                     print(
                         f"| {display_name(method)} | {'model' if own else 'loop'} | {n} | "
                         f"{run.rate:.3f} | {run.reused:.0%} | {run.per_loop:.1f} | "
+                        f"{run.per_step:.1f} | "
                         f"{'yes' if run.answers == reference.answers else 'no'} |",
                         flush=True,
                     )
