@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gemma_concurrency import CONFIGS, DATA
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
@@ -38,9 +39,6 @@ from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import config_class
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 from langchain_adaptive_rag.retrievers.bm25 import BM25Retriever
-
-DATA = "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl"
-SETTINGS = {"generate_max_length": 64, "theta": 1.3, "query_top_n": 35}
 
 
 class Timers:
@@ -152,7 +150,7 @@ def main() -> None:
     chosen, warm = examples[args.question], examples[args.question + 1]
     retriever = create_bm25_retriever(example_passages([chosen, warm]), k=3)
     chat = ChatTransformers(model=model, tokenizer=tokenizer, use_chat_template=False)
-    config = config_class("dragin")(**SETTINGS)
+    config = config_class("dragin")(**CONFIGS["dragin"])
     common: dict[str, Any] = {
         "config": config,
         "prompts": dataset_prompts("hotpotqa"),
