@@ -1,7 +1,8 @@
 """Where one DRAGIN question's time goes on Gemma 3 270M, and what this CPU allows.
 
 One HotpotQA question (few-shot prompt, BM25 top 3 over its own paragraphs) is answered by
-DRAGIN (the real-model settings of ``gemma_concurrency.py``) after one warm-up question,
+DRAGIN, or ``--method`` (the real-model settings of ``gemma_concurrency.py``), after one
+warm-up question,
 with timers on: prefill passes (a forward pass feeding more than one token), decoding
 steps (one token per row), DRAGIN's attention pass (the out-of-context forward over the
 generated text, ``forward_attention``), the output layer inside both (Gemma's 262,144-word
@@ -13,9 +14,10 @@ decoder's weights, plus 640 x 262,144 per token that reaches ``lm_head``); and, 
 decoding steps, which feed one token a row and so read every weight once a step, the rate
 at which a matrix-vector product over ``lm_head`` reads its weights, which bounds a step
 from below at the model's weight bytes over that rate; then ``lm_head`` on 8 rows against
-1 (what a step of 8 rows costs the output layer).
+1 (what a step of 8 rows costs the output layer), as ``nn.Linear`` and weight-first.
 
-``python benchmarks/gemma_profile.py [--question 0] [--data-dir ../shared/data]``.
+``python benchmarks/gemma_profile.py [--question 0] [--method dragin] [--data-dir
+../shared/data]``.
 """
 
 from __future__ import annotations
@@ -125,20 +127,30 @@ def matmul_rate(size: int = 2048, repeats: int = 10) -> float:
     return repeats * size**3 / (time.perf_counter() - start)
 
 
-def read_rate(weight: torch.Tensor, rows: int, repeats: int = 10) -> float:
-    """Seconds of one product of ``rows`` rows with ``weight`` (as the output layer)."""
+def read_rate(
+    weight: torch.Tensor, rows: int, repeats: int = 10, *, weight_first: bool = False
+) -> float:
+    """Seconds of one product of ``rows`` rows with ``weight`` (as the output layer):
+    ``nn.Linear``'s ``x @ W.T``, or ``(W @ x.T).T`` as the decoding loop runs it."""
     x = torch.randn(rows, weight.shape[1])
+
+    def product() -> torch.Tensor:
+        if weight_first:
+            return torch.mm(weight, x.T).T.contiguous()
+        return torch.nn.functional.linear(x, weight)
+
     with torch.inference_mode():
-        torch.nn.functional.linear(x, weight)  # warm
+        product()  # warm
         start = time.perf_counter()
         for _ in range(repeats):
-            torch.nn.functional.linear(x, weight)
+            product()
     return (time.perf_counter() - start) / repeats
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--question", type=int, default=0)
+    parser.add_argument("--method", choices=sorted(CONFIGS), default="dragin")
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     args = parser.parse_args()
     path = get_gemma_3_270m()
@@ -150,7 +162,7 @@ def main() -> None:
     chosen, warm = examples[args.question], examples[args.question + 1]
     retriever = create_bm25_retriever(example_passages([chosen, warm]), k=3)
     chat = ChatTransformers(model=model, tokenizer=tokenizer, use_chat_template=False)
-    config = config_class("dragin")(**CONFIGS["dragin"])
+    config = config_class(args.method)(**CONFIGS[args.method])
     common: dict[str, Any] = {
         "config": config,
         "prompts": dataset_prompts("hotpotqa"),
@@ -158,7 +170,7 @@ def main() -> None:
     }
     timers = Timers()
     with tempfile.TemporaryDirectory() as tmp:
-        evaluate_method(chat, retriever, "dragin", [warm], Path(tmp) / "warm", **common)  # type: ignore[arg-type]
+        evaluate_method(chat, retriever, args.method, [warm], Path(tmp) / "warm", **common)  # type: ignore[arg-type]
         instrument(model, timers)
         LocalModel.attention_weights = attention_pass(  # type: ignore[method-assign]
             LocalModel.attention_weights, timers
@@ -167,11 +179,12 @@ def main() -> None:
             BM25Retriever._get_relevant_documents, timers, "retrieval"
         )
         start = time.perf_counter()
-        evaluate_method(chat, retriever, "dragin", [chosen], Path(tmp) / "run", **common)  # type: ignore[arg-type]
+        evaluate_method(chat, retriever, args.method, [chosen], Path(tmp) / "run", **common)  # type: ignore[arg-type]
         total = time.perf_counter() - start
     rate = matmul_rate()
     weight = model.lm_head.weight
     one, eight = read_rate(weight, 1), read_rate(weight, 8)
+    eight_first = read_rate(weight, 8, weight_first=True)
     bandwidth = weight.numel() * weight.element_size() / one
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     step_floor = weight_bytes / bandwidth
@@ -182,7 +195,7 @@ def main() -> None:
     forward = sum(timers.seconds[k] for k in ("prefill", "decode", "attention pass"))
     python = total - forward - timers.seconds["retrieval"]
     print(
-        f"Gemma 3 270M (float32, sdpa) on {torch.get_num_threads()} CPU threads, one DRAGIN "
+        f"Gemma 3 270M (float32, sdpa) on {torch.get_num_threads()} CPU threads, one {args.method} "
         f"question (HotpotQA #{args.question}, few-shot prompt, BM25 top 3): {total:.1f} s\n"
     )
     print("| part | seconds | share | passes | tokens fed |")
@@ -210,7 +223,9 @@ def main() -> None:
         f"matrix-vector product reads at {bandwidth / 1e9:.1f} GB/s, so a step takes at least "
         f"{step_floor * 1e3:.0f} ms ({timers.seconds['decode'] / steps * 1e3:.0f} ms measured) "
         f"and the question's {steps} steps {step_floor * steps:.0f} s. lm_head on 8 rows "
-        f"takes {eight * 1e3:.0f} ms against {one * 1e3:.0f} ms on 1 ({eight / one:.1f}x)."
+        f"takes {eight * 1e3:.0f} ms as nn.Linear and {eight_first * 1e3:.0f} ms weight-first "
+        f"(as the decoding loop runs it), against {one * 1e3:.0f} ms on 1 "
+        f"({eight / one:.1f}x and {eight_first / one:.1f}x)."
     )
 
 

@@ -344,6 +344,25 @@ class RoomyCache(DynamicCache):  # type: ignore[misc]
 
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=RoomyLayer)
+        self.narrowed: dict[int, int] = {}
+        """Layers whose passes read their keys and values from a column on (layer: that
+        column), set by the loop for one pass: a sliding-window layer past its window
+        reads only the columns its mask can show."""
+
+    def update(
+        self,
+        key_states: torch.Tensor,
+        value_states: torch.Tensor,
+        layer_idx: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append a step's keys and values to a layer; return what its pass reads."""
+        keys, values = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        start = self.narrowed.get(layer_idx, 0)
+        if start:
+            return keys[:, :, start:], values[:, :, start:]
+        return keys, values
 
     def keep_rows(self, keep: Sequence[int]) -> None:
         """Keep the rows ``keep`` in every layer (see ``RoomyLayer.keep_rows``).

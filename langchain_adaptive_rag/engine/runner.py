@@ -23,6 +23,7 @@ from langchain_adaptive_rag.engine.prefix_cache import LayerStates, PrefixCache,
 from langchain_adaptive_rag.engine.sampler import Distribution, Drawn, not_a_distribution
 from langchain_adaptive_rag.engine.shared_prompts import SharedPrompts
 from langchain_adaptive_rag.engine.step_logits import StepLogits
+from langchain_adaptive_rag.engine.weight_major import WeightMajorLinears
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.options import (
     CaptureOptions,
@@ -167,6 +168,8 @@ class BatchRunner:
     ) -> None:
         self.model = model
         self.capabilities = capabilities
+        self.linears = WeightMajorLinears.of(model)
+        """The model's linear layers, weight-first during this loop's passes (on CPU)."""
         self.max_rows = max_rows
         self.sharing = list(sharing) if sharing is not None else None
         """The attention modules routed while rows read shared prompts (``None``: never)."""
@@ -269,7 +272,8 @@ class BatchRunner:
         elif roomy:
             step[self.capabilities.cache_keyword] = RoomyCache()
         inputs = torch.tensor(ids, dtype=torch.long, device=self.device)
-        out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
+        with self.linears.active():
+            out = self.model(input_ids=inputs, use_cache=True, logits_to_keep=1, **step)
         cache = output_cache(out)
         self._store_prompts(new, cache)
         at = {r: j for j, r in enumerate(numbers)}  # each request's row in this pass
@@ -382,6 +386,34 @@ class BatchRunner:
         if masks is None or not roomy:
             return padding
         return masks.build(padding, queries, self.model.dtype)
+
+    def _narrows(self) -> bool:
+        """Whether this step's windowed layers read only the columns their window shows.
+
+        On the loop's own cache of a windowed model on the CPU (finding the first column
+        reads the mask on the host, which an accelerator would wait for), unless the hooks
+        read a windowed layer's attention rows (those cover every position).
+        """
+        masks = self.capabilities.window_masks
+        if masks is None or not self._roomy or self.device.type != "cpu":
+            return False
+        capture = self.hooks.capture
+        if capture.attention:
+            layer = capture.attention_layer % self.capabilities.num_layers
+            return layer not in masks.sliding_layers
+        return True
+
+    def _narrowed_masks(self) -> Any:
+        """A step's masks, the windowed layers' cut to their window's columns.
+
+        Sets ``RoomyCache.narrowed`` for the pass (the step clears it).
+        """
+        masks = self.capabilities.window_masks
+        assert masks is not None
+        built, start = masks.build_narrowed(self.mask, 1, self.model.dtype)
+        if start:
+            self.cache.narrowed = dict.fromkeys(masks.sliding_layers, start)
+        return built
 
     def _joinable(self) -> bool:
         """Whether the loop holds its own cache (set once, when the cache is made)."""
@@ -558,21 +590,28 @@ class BatchRunner:
         fed = [tokens, self.positions] if self.padded else [tokens]
         fed_on_device = torch.tensor(fed, dtype=torch.long, device=self.device)  # one copy
         inputs = fed_on_device[0].unsqueeze(1)
+        narrowing = not shared and self._narrows()
         if self.padded:
             step = {"position_ids": fed_on_device[1].unsqueeze(1)}
-            if not shared and self.capabilities.masked_steps:
-                step["attention_mask"] = self._layer_masks(self.mask, 1, self._roomy)
+        if narrowing:
+            step["attention_mask"] = self._narrowed_masks()
+        elif self.padded and not shared and self.capabilities.masked_steps:
+            step["attention_mask"] = self._layer_masks(self.mask, 1, self._roomy)
         step[self.capabilities.cache_keyword] = self.cache
         deferred = False  # attention rows computed in the pass (see _store_deferred_rows)
         if shared and self.sharing is not None:
             self.prompts.set_own_mask(self.mask)
-            with self.prompts.routed(self.sharing):
+            with self.prompts.routed(self.sharing), self.linears.active():
                 out = self.model(input_ids=inputs, use_cache=True, **step)
         else:
             # a windowed layer's rows are computed at their step (its mask moves on)
             defer = self._joinable() and self.capabilities.window_masks is None
-            with self.hooks.deferring_rows(defer) as deferred:
-                out = self.model(input_ids=inputs, use_cache=True, **step)
+            with self.hooks.deferring_rows(defer) as deferred, self.linears.active():
+                try:
+                    out = self.model(input_ids=inputs, use_cache=True, **step)
+                finally:
+                    if narrowing:
+                        self.cache.narrowed = {}
         unfinished = [self.requests[r] for r in sorted(self.unfinished)]
         masking = _greedy_masking(unfinished)
         logits = out.logits[:, -1, :].float()

@@ -43,6 +43,10 @@ class WindowMasks:
     additive: bool
     """Whether the kernel adds the mask to its scores (``eager``) or reads booleans."""
 
+    sliding_layers: tuple[int, ...] = ()
+    """The layers the windowed mask serves (``config.layer_types``; every layer when one
+    mask serves them all)."""
+
     def build(self, padding: torch.Tensor, queries: int, dtype: torch.dtype) -> Any:
         """The 4-D masks of a pass over the last ``queries`` columns of ``padding``.
 
@@ -56,6 +60,29 @@ class WindowMasks:
             A dictionary of ``(rows, 1, queries, columns)`` masks by layer type, or one
             such mask.
         """
+        seen, windowed = self._visible(padding, queries)
+        return self._assemble(seen, windowed, dtype)
+
+    def build_narrowed(
+        self, padding: torch.Tensor, queries: int, dtype: torch.dtype
+    ) -> tuple[Any, int]:
+        """The masks of [`build`][WindowMasks.build], the windowed one cut to its window.
+
+        The windowed mask starts at the first column any of its queries sees, and the
+        windowed layers then read their keys from that column on (see
+        ``RoomyCache.narrowed``): past the window, a few hundred columns instead of the
+        whole sequence. Finding the column reads the mask on the host.
+
+        Returns:
+            The masks (the windowed one ``(rows, 1, queries, columns - start)``) and
+            ``start``, that first column.
+        """
+        seen, windowed = self._visible(padding, queries)
+        start = int(windowed.any(dim=0).any(dim=0).nonzero()[0, 0]) if windowed.any() else 0
+        return self._assemble(seen, windowed[:, :, start:], dtype), start
+
+    def _visible(self, padding: torch.Tensor, queries: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(rows, queries, columns)``: the keys each query sees, without and with the window."""
         real = padding.bool()
         positions = padding.long().cumsum(dim=-1) - 1  # each column's position in its row
         columns = padding.shape[1]
@@ -65,11 +92,12 @@ class WindowMasks:
         seen = real[:, None, :] & causal[None, :, :]  # (rows, queries, columns)
         query_positions = positions[:, columns - queries :]  # (rows, queries)
         near = positions[:, None, :] > query_positions[:, :, None] - self.window
-        windowed = seen & near
-        full = self._as_mask(seen, dtype)
+        return seen, seen & near
+
+    def _assemble(self, seen: torch.Tensor, windowed: torch.Tensor, dtype: torch.dtype) -> Any:
         sliding = self._as_mask(windowed, dtype)
         if self.by_type:
-            return {"full_attention": full, "sliding_attention": sliding}
+            return {"full_attention": self._as_mask(seen, dtype), "sliding_attention": sliding}
         return sliding
 
     def _as_mask(self, visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -101,7 +129,11 @@ def window_masks_of(model: PreTrainedModel) -> WindowMasks | None:
         return None
     if types is not None and "sliding_attention" not in types:
         return None
-    return WindowMasks(window=window, by_type=by_type, additive=kernel == "eager")
+    count = config.num_hidden_layers
+    sliding = tuple(i for i in range(count) if types is None or types[i] == "sliding_attention")
+    return WindowMasks(
+        window=window, by_type=by_type, additive=kernel == "eager", sliding_layers=sliding
+    )
 
 
 def _takes_masks_by_type(model: PreTrainedModel) -> bool:
