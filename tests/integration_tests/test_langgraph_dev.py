@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("langgraph-dev") / "server.log"
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_TELEMETRY": "1"}
+    env["PYTHONFAULTHANDLER"] = "1"  # a server that crashes leaves its stack in the log
     argv = [command, "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
     argv += ["--no-reload", "--allow-blocking", "--config", str(ROOT / "langgraph.json")]
     with log.open("w") as output:
@@ -53,17 +54,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                         break
             except OSError:
                 pass
-            assert process.poll() is None, log.read_text()[-3000:]
+            code = process.poll()
+            assert code is None, f"the server exited with {code}: {log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
         yield url
     finally:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the server's process group (nothing left of it is not an error)."""
+    try:
         os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
+    except ProcessLookupError:  # the server and its children have exited
+        pass
 
 
 def _client(url: str) -> Any:
