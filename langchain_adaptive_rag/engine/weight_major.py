@@ -6,7 +6,7 @@ reads the weights several times slower than the same product written weight-firs
 ``(W @ x.T).T``; one row is a matrix-vector product either way. On 2 cores, Gemma 3
 270M's 262,144 x 640 output layer takes 134 ms for 8 rows as ``nn.Linear`` and 61 ms
 weight-first (2 rows: 113 ms and 45 ms; 1 row: 50 ms), and a whole 8-row decoding
-step over 1,800 cached positions 271 ms and 173 ms
+step over 1,800 cached positions 264 ms and 176 ms
 (``python benchmarks/weight_major_step.py``). Models that fit in the CPU's caches
 (the toy model) gain nothing.
 

@@ -78,7 +78,8 @@ class WindowMasks:
             ``start``, that first column.
         """
         seen, windowed = self._visible(padding, queries)
-        start = int(windowed.any(dim=0).any(dim=0).nonzero()[0, 0]) if windowed.any() else 0
+        seen_columns = windowed.any(dim=0).any(dim=0).nonzero()  # one read on the host
+        start = int(seen_columns[0, 0]) if len(seen_columns) else 0
         return self._assemble(seen, windowed[:, :, start:], dtype), start
 
     def _visible(self, padding: torch.Tensor, queries: int) -> tuple[torch.Tensor, torch.Tensor]:
