@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         create_ircot_graph,
         create_no_retrieval_graph,
         create_seakr_graph,
+        create_search_agent_graph,
         create_self_rag_graph,
         create_single_round_graph,
         create_ta_are_graph,
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
     from langchain_adaptive_rag.graphs.policy import MethodConfig
     from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+    from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
+    from langchain_adaptive_rag.graphs.search_protocol import SearchProtocol
     from langchain_adaptive_rag.graphs.self_rag import SelfRAGConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
@@ -89,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "create_rag_tool": "langchain_adaptive_rag.graphs.tool",
     "create_no_retrieval_graph": "langchain_adaptive_rag.graphs",
     "create_seakr_graph": "langchain_adaptive_rag.graphs",
+    "create_search_agent_graph": "langchain_adaptive_rag.graphs",
     "create_self_rag_graph": "langchain_adaptive_rag.graphs",
     "create_single_round_graph": "langchain_adaptive_rag.graphs",
     "create_ta_are_graph": "langchain_adaptive_rag.graphs",
@@ -114,6 +118,8 @@ _EXPORTS: dict[str, str] = {
     "QAPrompts": "langchain_adaptive_rag.prompts",
     "RetrieverOptions": "langchain_adaptive_rag.retrieving",
     "SeaKRConfig": "langchain_adaptive_rag.graphs.seakr",
+    "SearchAgentConfig": "langchain_adaptive_rag.graphs.search_agent",
+    "SearchProtocol": "langchain_adaptive_rag.graphs.search_protocol",
     "SelfRAGConfig": "langchain_adaptive_rag.graphs.self_rag",
     "ServedModel": "langchain_adaptive_rag.served",
     "TAAREConfig": "langchain_adaptive_rag.graphs.ta_are",
@@ -147,6 +153,8 @@ __all__ = [
     "QAPrompts",
     "RetrieverOptions",
     "SeaKRConfig",
+    "SearchAgentConfig",
+    "SearchProtocol",
     "SelfRAGConfig",
     "ServedModel",
     "TAAREConfig",
@@ -162,6 +170,7 @@ __all__ = [
     "create_no_retrieval_graph",
     "create_rag_tool",
     "create_seakr_graph",
+    "create_search_agent_graph",
     "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",

@@ -290,8 +290,8 @@ class FakeTraceModel:
     """A scripted stand-in for [`ChatTransformers`][] in graphs.
 
     Each ``generate_trace`` call returns the next scripted response, cut to
-    ``max_new_tokens`` tokens and at the first stop string, and records its prompt, so a
-    test can check exactly what each node asked.
+    ``max_new_tokens`` tokens and at the stop string that completes first (as decoding
+    stops), and records its prompt, so a test can check exactly what each node asked.
     """
 
     def __init__(
@@ -448,13 +448,12 @@ class FakeTraceModel:
             pieces, count, finish = pieces[:max_new_tokens], max_new_tokens, "length"
         text = "".join(pieces)
         stop_string = None
-        for candidate in stop or ():
-            index = text.find(candidate)
-            if index >= 0:
-                count = tokens_covering(pieces, index + len(candidate))
-                pieces = pieces[:count]
-                text, stop_string, finish = text[:index], candidate, "stop"
-                break
+        found = [(text.find(c), i, c) for i, c in enumerate(stop or ()) if c in text]
+        if found:  # decoding stops at the stop string that completes first
+            index, _, candidate = min(found, key=lambda f: (f[0] + len(f[2]), f[1]))
+            count = tokens_covering(pieces, index + len(candidate))
+            pieces = pieces[:count]
+            text, stop_string, finish = text[:index], candidate, "stop"
         attention_rows = None
         if attention:
             full = (

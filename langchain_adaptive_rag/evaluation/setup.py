@@ -61,7 +61,9 @@ DEFAULT_PROMPTS: dict[str, PromptDataset] = {
 """The [`dataset_prompts`][] set each dataset uses unless told otherwise (MuSiQue has none:
 the package's default demonstrations)."""
 
-_SHORT_FORM = frozenset({"vanilla", "ta_are"})
+_OWN_BUDGET = frozenset({"vanilla", "ta_are", "search_agent"})
+"""Methods that keep their own ``generate_max_length`` on every dataset: Vanilla and
+TA-ARE answer in a short form; a search agent's budget spans all its turns."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +103,7 @@ def _build_config(
     config_class = config_class_for(method)
     base = config_class()
     budget = DATASET_GENERATE_MAX_LENGTH.get(prompts_name)
-    if budget is not None and method not in _SHORT_FORM:
+    if budget is not None and method not in _OWN_BUDGET:
         base = dataclasses.replace(base, generate_max_length=budget)
     keys = {item.partition("=")[0].strip() for item in overrides}
     if k is not None:

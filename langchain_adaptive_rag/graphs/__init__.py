@@ -25,6 +25,7 @@ from langchain_adaptive_rag.graphs.flare import create_flare_graph
 from langchain_adaptive_rag.graphs.ircot import create_ircot_graph
 from langchain_adaptive_rag.graphs.policy import MethodConfig, MethodFacts, Policy
 from langchain_adaptive_rag.graphs.seakr import create_seakr_graph
+from langchain_adaptive_rag.graphs.search_agent import create_search_agent_graph
 from langchain_adaptive_rag.graphs.self_rag import create_self_rag_graph
 from langchain_adaptive_rag.graphs.ta_are import (
     create_ta_are_graph,
@@ -49,6 +50,7 @@ __all__ = [
     "create_ircot_graph",
     "create_no_retrieval_graph",
     "create_seakr_graph",
+    "create_search_agent_graph",
     "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",

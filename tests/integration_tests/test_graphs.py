@@ -20,6 +20,7 @@ from langchain_adaptive_rag import (
     IRCoTConfig,
     MethodConfig,
     SeaKRConfig,
+    SearchAgentConfig,
     TAAREConfig,
     create_adaptive_rag_graph,
     create_bm25_retriever,
@@ -47,6 +48,9 @@ CONFIGS: dict[str, MethodConfig] = {
     "vanilla": TAAREConfig(generate_max_length=12),
     "seakr": SeaKRConfig(generate_max_length=12, num_samples=3, hidden_layer=1, delta=-100.0),
     "ta_are": TAAREConfig(generate_max_length=12, today="November 21, 2026"),
+    "search_agent": SearchAgentConfig(
+        generate_max_length=24, turn_max_tokens=12, reason_max_tokens=8, max_turns=3
+    ),
 }
 
 

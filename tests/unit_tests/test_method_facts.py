@@ -30,6 +30,7 @@ PAPERS = {
     "self_rag": "Self-RAG",
     "vanilla": "Vanilla",
     "ta_are": "TA-ARE",
+    "search_agent": "Search agent",
 }
 
 
