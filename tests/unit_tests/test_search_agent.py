@@ -37,6 +37,7 @@ from langchain_adaptive_rag.graphs.search_presets import (
 )
 from langchain_adaptive_rag.graphs.search_protocol import read_answer, read_turn
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
+from langchain_adaptive_rag.visualize import record_run
 from tests.helpers.search_official import (
     official_r1_searcher,
     official_research,
@@ -418,3 +419,21 @@ def test_the_command_line_sets_the_protocol_by_name() -> None:
     assert config.search_protocol is RESEARCH and config.turn_limit == 3
     with pytest.raises(AdaptiveRAGError, match=r"does not fit SearchAgentConfig\.protocol"):
         parse_config_overrides(["protocol=bing"], SearchAgentConfig)
+
+
+def test_a_run_is_recorded_and_reported_turn_by_turn() -> None:
+    replies = ["<search>director of Blue Harbour</search>", "<answer>1962</answer>"]
+    model, retriever = FakeTraceModel(replies), TableRetriever()
+    config = SearchAgentConfig(protocol="search_r1")
+    graph = create_adaptive_rag_graph(model, retriever, "search_agent", config=config)
+    record = record_run(graph, QUESTION)
+    first, last = record.rounds
+    assert first.decision is not None and first.decision.trigger_word == "director of Blue Harbour"
+    assert first.retrieval is not None and first.retrieval.query == "director of Blue Harbour"
+    assert first.continuation.startswith("\n\n<information>Doc 1(Title: Blue Harbour)")
+    assert last.draft == "<answer>1962" and record.answer == "1962"
+    pytest.importorskip("matplotlib")
+    from langchain_adaptive_rag.visualize import report_html
+
+    page = report_html([record], title="search", graphs={"search_agent": graph})
+    assert "director of Blue Harbour" in page and "Search agent" in page
