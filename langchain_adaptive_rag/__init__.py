@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         create_self_rag_graph,
         create_single_round_graph,
         create_ta_are_graph,
+        create_tool_agent_graph,
         create_vanilla_graph,
     )
     from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.self_rag import SelfRAGConfig
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
+    from langchain_adaptive_rag.graphs.tool_agent import ToolAgentConfig
     from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions, GenerationTrace
     from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
     from langchain_adaptive_rag.retrievers import (
@@ -96,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "create_self_rag_graph": "langchain_adaptive_rag.graphs",
     "create_single_round_graph": "langchain_adaptive_rag.graphs",
     "create_ta_are_graph": "langchain_adaptive_rag.graphs",
+    "create_tool_agent_graph": "langchain_adaptive_rag.graphs",
     "create_vanilla_graph": "langchain_adaptive_rag.graphs",
     "dataset_prompts": "langchain_adaptive_rag.exemplars",
     "DRAGINConfig": "langchain_adaptive_rag.graphs.dragin",
@@ -123,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "SelfRAGConfig": "langchain_adaptive_rag.graphs.self_rag",
     "ServedModel": "langchain_adaptive_rag.served",
     "TAAREConfig": "langchain_adaptive_rag.graphs.ta_are",
+    "ToolAgentConfig": "langchain_adaptive_rag.graphs.tool_agent",
     "TokenSignals": "langchain_adaptive_rag.token_signals",
 }
 """Where each public name lives; a name is imported on first use (PEP 562), so the
@@ -159,6 +163,7 @@ __all__ = [
     "ServedModel",
     "TAAREConfig",
     "TokenSignals",
+    "ToolAgentConfig",
     "create_adaptive_rag_graph",
     "create_adaptive_rag_router_graph",
     "create_bm25_retriever",
@@ -174,6 +179,7 @@ __all__ = [
     "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
+    "create_tool_agent_graph",
     "create_vanilla_graph",
     "dataset_prompts",
     "get_token_signals",

@@ -40,6 +40,7 @@ METHODS: dict[str, str] = {
     "vanilla": "langchain_adaptive_rag.graphs.ta_are:VanillaPolicy",
     "ta_are": "langchain_adaptive_rag.graphs.ta_are:TAAREPolicy",
     "search_agent": "langchain_adaptive_rag.graphs.search_agent:SearchAgentPolicy",
+    "tool_agent": "langchain_adaptive_rag.graphs.tool_agent:ToolAgent",
 }
 """Every method: its id and ``module:Class``, the class carrying its facts (its
 [`Policy`][langchain_adaptive_rag.graphs.policy.Policy], or Adaptive-RAG's router), in

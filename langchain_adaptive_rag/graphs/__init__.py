@@ -10,10 +10,7 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.catalogue import METHODS, method_id
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
-from langchain_adaptive_rag.graphs.adaptive_rag import (
-    AdaptiveRAGRouter,
-    create_adaptive_rag_router_graph,
-)
+from langchain_adaptive_rag.graphs.adaptive_rag import create_adaptive_rag_router_graph
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
 from langchain_adaptive_rag.graphs.fixed import (
     create_fix_length_graph,
@@ -31,6 +28,7 @@ from langchain_adaptive_rag.graphs.ta_are import (
     create_ta_are_graph,
     create_vanilla_graph,
 )
+from langchain_adaptive_rag.graphs.tool_agent import create_tool_agent_graph
 from langchain_adaptive_rag.options import GraphModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
@@ -54,6 +52,7 @@ __all__ = [
     "create_self_rag_graph",
     "create_single_round_graph",
     "create_ta_are_graph",
+    "create_tool_agent_graph",
     "create_vanilla_graph",
     "display_name",
     "policy_class",
@@ -165,17 +164,16 @@ def create_adaptive_rag_graph(
             f"Fix: config={expected.__name__}(...)."
         )
         raise AdaptiveRAGError(msg)
-    if facts is AdaptiveRAGRouter:  # a router over three graphs, not one policy
-        return create_adaptive_rag_router_graph(
+    if not issubclass(facts, Policy):  # a graph of its own (a router, an agent)
+        return facts.create_graph(
             model,
             retriever,
-            config=chosen,  # type: ignore[arg-type]
+            config=chosen,
             prompts=prompts,
             checkpointer=checkpointer,
             retriever_options=retriever_options,
             name=name,
         )
-    assert issubclass(facts, Policy)
     return build_adaptive_rag_graph(
         facts(chosen),
         model,

@@ -48,9 +48,11 @@ __all__ = [
     "make_rerank_node",
     "make_retrieve_node",
     "make_score_need_node",
+    "retrieved_docs",
     "run_usage",
     "sources",
     "start_of_run",
+    "turn_messages",
 ]
 
 Node = Callable[[AdaptiveRAGState], dict[str, Any]]
@@ -248,7 +250,8 @@ def _doc_id(document: Document, fallback: str) -> str:
     return str(document.metadata.get("id", fallback))
 
 
-def _to_docs(documents: list[Document], offset: int) -> list[RetrievedDoc]:
+def retrieved_docs(documents: list[Document], offset: int) -> list[RetrievedDoc]:
+    """Retrieved documents as state keeps them; one without an id is ``result-<offset+i>``."""
     return [
         {
             "id": _doc_id(d, f"result-{offset + i}"),
@@ -305,7 +308,7 @@ def make_retrieve_node(
             )
         if not found and not note:
             note = "retriever returned no documents"
-        docs = _to_docs(found, state.get("counts", {}).get("retrievals", 0) * top_k)
+        docs = retrieved_docs(found, state.get("counts", {}).get("retrievals", 0) * top_k)
         get_stream_writer()(
             {
                 "event": "retrieval",
@@ -405,7 +408,7 @@ def run_usage(counts: Counts) -> UsageMetadata:
     return UsageMetadata(input_tokens=read, output_tokens=written, total_tokens=read + written)
 
 
-def _turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
+def turn_messages(state: AdaptiveRAGState) -> list[BaseMessage]:
     """This run's turn for ``messages``.
 
     The answer as an ``AIMessage``, after the question as a ``HumanMessage`` when it was
@@ -445,7 +448,7 @@ def make_finalize_node(policy: Policy, ctx: RunContext) -> Node:
     def finalize(state: AdaptiveRAGState) -> dict[str, Any]:
         update = for_this_call(policy, ctx).finalize(ctx, state)
         final: AdaptiveRAGState = {**state, **update}  # type: ignore[typeddict-item]
-        reply = _turn_messages(final)
+        reply = turn_messages(final)
         return {**update, "messages": reply, "finished": True, "question": ""}  # answered
 
     return finalize

@@ -297,6 +297,36 @@ class AdaptiveRAGRouter(MethodFacts):
         self.model = model
         self.classifier = classifier
 
+    @classmethod
+    def create_graph(
+        cls,
+        model: GraphModel,
+        retriever: Retriever,
+        *,
+        config: MethodConfig,
+        prompts: QAPrompts | None = None,
+        checkpointer: Checkpointer = None,
+        retriever_options: RetrieverOptions | None = None,
+        name: str | None = None,
+    ) -> AdaptiveRAGGraph:
+        """The router's graph by name (``create_adaptive_rag_graph(..., "adaptive_rag")``).
+
+        Raises:
+            AdaptiveRAGError: ``config`` is not an [`AdaptiveRAGConfig`][].
+        """
+        if not isinstance(config, AdaptiveRAGConfig):
+            msg = f"adaptive_rag takes an AdaptiveRAGConfig, got {type(config).__name__}."
+            raise AdaptiveRAGError(msg)
+        return create_adaptive_rag_router_graph(
+            model,
+            retriever,
+            config=config,
+            prompts=prompts,
+            checkpointer=checkpointer,
+            retriever_options=retriever_options,
+            name=name,
+        )
+
     def classify(self, question: str, config: AdaptiveRAGConfig) -> tuple[Complexity, Counts, str]:
         """The question's class, the classifier's counts, and a note.
 

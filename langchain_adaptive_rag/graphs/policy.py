@@ -14,7 +14,7 @@ import typing
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._streaming import token_stream
@@ -40,6 +40,12 @@ from langchain_adaptive_rag.state import (
     RetrievalDecision,
     RetrievedDoc,
 )
+
+if TYPE_CHECKING:
+    from langgraph.types import Checkpointer
+
+    from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
+    from langchain_adaptive_rag.retrieving import RetrieverOptions
 
 __all__ = [
     "NEED_ROUTES",
@@ -270,6 +276,30 @@ class MethodFacts:
     trained_model: ClassVar[str | None] = None
     """The kind of model the method needs beyond any causal LM (Self-RAG: one trained to
     write its reflection tokens), or ``None``: it runs on any model."""
+
+    @classmethod
+    def create_graph(
+        cls,
+        model: GraphModel,
+        retriever: Retriever,
+        *,
+        config: MethodConfig,
+        prompts: QAPrompts | None = None,
+        checkpointer: Checkpointer = None,
+        retriever_options: RetrieverOptions | None = None,
+        name: str | None = None,
+    ) -> AdaptiveRAGGraph:
+        """The graph of a method that is not one policy on the shared builder.
+
+        Adaptive-RAG's router and the tool-calling agent build graphs of their own;
+        ``create_adaptive_rag_graph`` calls this for them (a [`Policy`][]'s graph comes
+        from the shared builder instead).
+
+        Raises:
+            AdaptiveRAGError: The method is a policy (build it with the shared builder).
+        """
+        msg = f"{cls.__name__} is built by the shared builder (build_adaptive_rag_graph)."
+        raise AdaptiveRAGError(msg)
 
 
 class Policy(MethodFacts):

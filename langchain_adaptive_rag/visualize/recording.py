@@ -205,17 +205,24 @@ class _Recorder:
 
     def _on_rerank(self, update: Mapping[str, Any]) -> None:
         for event in update.get("retrievals") or []:
-            self.current().retrieval = Retrieval(
-                step=int(event.get("step", 0)),
-                query=str(event.get("query", self.query)),
-                doc_ids=[str(i) for i in event.get("doc_ids", [])],
-                doc_texts=[str(t) for t in event.get("doc_texts", [])],
-                rerank_order=None
-                if event.get("rerank_order") is None
-                else [int(i) for i in event["rerank_order"]],
-                note=str(event.get("note", "")),
-                doc_metadata=[dict(m) for m in event.get("doc_metadata") or []],
+            self.current().retrieval = _retrieval(event, self.query)
+
+    def _on_agent(self, update: Mapping[str, Any]) -> None:
+        """The tool-calling agent's run: a round for each search, then one for its reply."""
+        given = update.get("retrievals")
+        for event in getattr(given, "value", given) or []:  # written as Overwrite([...])
+            query = str(event.get("query", ""))
+            searched = _RoundBuilder(index=len(self.rounds), context=self.text)
+            searched.decision = _agent_decision("formulate_query", query, "search tool called")
+            searched.retrieval = _retrieval(event, query)
+            self.rounds.append(searched)
+        reply = update.get("text")
+        if isinstance(reply, str):
+            final = _RoundBuilder(
+                index=len(self.rounds), context=self.text, draft=reply, accepted=reply
             )
+            final.decision = _agent_decision("finalize", None, "answer")
+            self.rounds.append(final)
 
     def _on_continue_generation(self, update: Mapping[str, Any]) -> None:
         if isinstance(update.get("text"), str):
@@ -224,6 +231,35 @@ class _Recorder:
 
     def _on_finalize(self, update: Mapping[str, Any]) -> None:
         self.answer = str(update.get("answer", ""))
+
+
+def _retrieval(event: Mapping[str, Any], query: str) -> Retrieval:
+    """A retrieval event as the record keeps it."""
+    order = event.get("rerank_order")
+    return Retrieval(
+        step=int(event.get("step", 0)),
+        query=str(event.get("query", query)),
+        doc_ids=[str(i) for i in event.get("doc_ids", [])],
+        doc_texts=[str(t) for t in event.get("doc_texts", [])],
+        rerank_order=None if order is None else [int(i) for i in order],
+        note=str(event.get("note", "")),
+        doc_metadata=[dict(m) for m in event.get("doc_metadata") or []],
+    )
+
+
+def _agent_decision(route: str, query: str | None, note: str) -> Decision:
+    """A tool-calling agent's decision: it called the tool (with ``query``) or answered."""
+    return Decision(
+        route=route,
+        trigger_position=None,
+        trigger_word=query,
+        trigger_words=[],
+        score=None,
+        threshold=None,
+        note=note,
+        signal=None,
+        direction=None,
+    )
 
 
 def _stream(

@@ -41,6 +41,7 @@ from langchain_adaptive_rag.retrieving import (
 from langchain_adaptive_rag.state import RetrievalDecision
 from langchain_adaptive_rag.testing import FakeTraceModel
 from tests.helpers import dragin_script
+from tests.helpers.agent_model import ScriptedAgentModel, call, reply
 from tests.helpers.scripted import PASSAGES, QUESTION, RecordingRetriever
 
 NO_SHOTS = QAPrompts(exemplars=(), followup_query="as_asked")  # scripts hold no rewrite
@@ -404,7 +405,15 @@ class DyingSaver(InMemorySaver):
         return super().put(config, checkpoint, metadata, new_versions)
 
 
-QUESTION_AS_QUERY = {"single_round", "fix_length", "fix_sentence", "vanilla", "ta_are", "self_rag"}
+QUESTION_AS_QUERY = {
+    "single_round",
+    "fix_length",
+    "fix_sentence",
+    "vanilla",
+    "ta_are",
+    "self_rag",
+    "tool_agent",
+}
 
 
 @pytest.mark.parametrize("method", AVAILABLE_METHODS)
@@ -418,8 +427,12 @@ def test_a_second_question_resumed_holds_only_its_own_retrievals(method: str) ->
     if method == "seakr":
         options["config"] = SeaKRConfig(num_samples=2, hidden_layer=1)
     reflection = {token: 1000 + i for i, token in enumerate(CONTROL_TOKENS)}
+    model: Any = FakeTraceModel(replies, vocabulary=reflection if method == "self_rag" else None)
+    if method == "tool_agent":  # a chat model that calls tools
+        second = [call("Who was born first?"), reply("1931")]
+        model = ScriptedAgentModel(replies=[call(QUESTION), reply("1931"), *second * 2])
     graph = create_adaptive_rag_graph(
-        FakeTraceModel(replies, vocabulary=reflection if method == "self_rag" else None),
+        model,
         RecordingRetriever(),
         method,
         prompts=NO_SHOTS,

@@ -31,6 +31,7 @@ PAPERS = {
     "vanilla": "Vanilla",
     "ta_are": "TA-ARE",
     "search_agent": "Search agent",
+    "tool_agent": "Tool agent",
 }
 
 

@@ -24,6 +24,7 @@ from langchain_adaptive_rag.graphs.policy import Policy
 from langchain_adaptive_rag.state import AdaptiveRAGState
 from langchain_adaptive_rag.testing import FakeTraceModel
 from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, TOY_METHODS, toy_config
+from tests.helpers.agent_model import ScriptedAgentModel
 from tests.helpers.scripted import RecordingRetriever
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,8 +95,10 @@ def test_every_method_builds_by_name_on_its_own_state() -> None:
     model = FakeTraceModel(["x"], vocabulary={t: 100 + i for i, t in enumerate(tokens)})
     for method in AVAILABLE_METHODS:
         facts = policy_class(method)
-        graph = create_adaptive_rag_graph(model, RecordingRetriever(), method)
-        if not issubclass(facts, Policy):  # Adaptive-RAG: a router over method graphs
+        chosen = ScriptedAgentModel(replies=[]) if method == "tool_agent" else model
+        graph = create_adaptive_rag_graph(chosen, RecordingRetriever(), method)
+        if not issubclass(facts, Policy):  # a graph of its own: a router, an agent
+            assert set(graph.get_graph().nodes) > {"__start__", "__end__"}, method
             continue
         schema = facts.state_schema
         assert _keys(schema) >= SHARED, method

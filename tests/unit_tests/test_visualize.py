@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import matplotlib as mpl
 import numpy as np
@@ -30,6 +31,7 @@ from langchain_adaptive_rag.visualize import (
     tokens_html,
 )
 from tests.helpers import dragin_script, flare_script, seakr_script
+from tests.helpers.agent_model import ScriptedAgentModel
 from tests.helpers.scripted import NO_SHOTS, PASSAGES, QUESTION, RecordingRetriever
 
 NODES = (
@@ -356,8 +358,10 @@ NODES = (
 @pytest.mark.parametrize("method", AVAILABLE_METHODS)
 def test_every_method_is_drawn_offline(method: str, tmp_path: Path) -> None:
     reflection = {token: 1000 + i for i, token in enumerate(CONTROL_TOKENS)}
-    model = FakeTraceModel([], vocabulary=reflection if method == "self_rag" else None)
-    graph = create_adaptive_rag_graph(model, RecordingRetriever(), method)  # type: ignore[arg-type]
+    model: Any = FakeTraceModel([], vocabulary=reflection if method == "self_rag" else None)
+    if method == "tool_agent":
+        model = ScriptedAgentModel(replies=[])
+    graph = create_adaptive_rag_graph(model, RecordingRetriever(), method)
     png = draw_graph(graph, tmp_path / f"{method}.png")
     svg = draw_graph(graph, tmp_path / f"{method}.svg").read_text(encoding="utf-8")
     mermaid = draw_graph(graph, tmp_path / f"{method}.mmd").read_text(encoding="utf-8")
@@ -368,6 +372,9 @@ def test_every_method_is_drawn_offline(method: str, tmp_path: Path) -> None:
         for route in ("no_retrieval", "single_round", "ircot"):
             assert f"subgraph {route}" in mermaid
             assert all(f"{route}\\3a{node}({node})" in mermaid for node in NODES)
+        return
+    if method == "tool_agent":  # the agent node (create_agent's loop) and finalize
+        assert all(node in svg and node in mermaid for node in ("agent", "finalize"))
         return
     for node in NODES:
         assert node in svg and node in mermaid
