@@ -77,8 +77,8 @@ class SearchAgentConfig(MethodConfig):
     """Search-agent settings; ``None`` takes the protocol's own value."""
 
     protocol: SearchProtocolName | SearchProtocol = "search_o1"
-    """A preset's name (``"search_o1"``, ``"search_r1"``, ``"zerosearch"``,
-    ``"r1_searcher"``, ``"research"``, ``"autorefine"``) or a
+    """A preset's name (``"search_o1"``, ``"search_o1_fewshot"``, ``"search_r1"``,
+    ``"zerosearch"``, ``"r1_searcher"``, ``"research"``, ``"autorefine"``) or a
     [`SearchProtocol`][langchain_adaptive_rag.graphs.search_protocol.SearchProtocol] of
     one's own tags."""
     generate_max_length: int = 1024
@@ -93,7 +93,7 @@ class SearchAgentConfig(MethodConfig):
     left of ``generate_max_length``."""
     reason_in_documents: bool | None = None
     """Condense the documents with Search-o1's Reason-in-Documents step before they are
-    inserted (``None``: for Search-o1 only)."""
+    inserted (``None``: as the protocol says; on for Search-o1)."""
     reason_max_tokens: int = 512
     """Tokens the Reason-in-Documents step may generate."""
     force_answer: bool = False
@@ -152,7 +152,7 @@ class SearchAgentConfig(MethodConfig):
         """Whether the Reason-in-Documents step runs."""
         if self.reason_in_documents is not None:
             return self.reason_in_documents
-        return self.search_protocol.name == "search_o1"
+        return self.search_protocol.reason_in_documents
 
 
 class SearchAgentState(AdaptiveRAGState):
@@ -214,7 +214,9 @@ class SearchAgentPolicy(Policy):
     def prompt(self, ctx: RunContext, state: AdaptiveRAGState) -> str:
         """The protocol's prompt for the question (earlier chat turns first)."""
         history = format_turns(ctx.prompts, state.get("history", []))
-        return history + self.protocol.render_prompt(state["question"], self.config.search_limit)
+        question, limit = state["question"], self.config.search_limit
+        condensed = self.config.reasons_in_documents
+        return history + self.protocol.render_prompt(question, limit, condensed=condensed)
 
     # -- the steps ------------------------------------------------------------------------
 

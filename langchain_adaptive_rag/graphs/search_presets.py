@@ -17,16 +17,23 @@ no answer, the difference is stated on the preset:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Literal
 
-from langchain_adaptive_rag.graphs.search_protocol import SearchProtocol
+from langchain_adaptive_rag.graphs.search_protocol import (
+    SearchDemonstration,
+    SearchProtocol,
+    SearchStep,
+)
 
 __all__ = [
     "AUTOREFINE",
+    "HOTPOTQA_SEARCH_DEMONSTRATIONS",
     "R1_SEARCHER",
     "RESEARCH",
     "SEARCH_O1",
+    "SEARCH_O1_FEWSHOT",
     "SEARCH_PROTOCOLS",
     "SEARCH_R1",
     "ZEROSEARCH",
@@ -83,6 +90,7 @@ SEARCH_O1 = SearchProtocol(
     query_from="first_open",
     no_action="end",
     empty_query="end",
+    reason_in_documents=True,
     repeat_message=(
         "\n<|begin_search_result|>\nYou have searched this query. Please refer to previous "
         "results.\n<|end_search_result|>\n"
@@ -96,6 +104,9 @@ SEARCH_O1 = SearchProtocol(
     turn_max_tokens=8192,
     answer_opener="\\boxed{",
     answer_closer="}",
+    thought_format="{thought}",
+    answer_format="\\boxed{{answer}}",
+    case_start="Please answer the following question.",
     source=(
         "sunnynexus/Search-o1@6ced48f: scripts/prompts.py#L131-L155 (multi-hop QA "
         "instruction), #L357-L370 (open-QA task), #L69-L107 (Reason-in-Documents); "
@@ -150,6 +161,9 @@ SEARCH_R1 = SearchProtocol(
     max_searches=4,
     max_turns=5,
     turn_max_tokens=500,
+    thought_format="<think> {thought} </think>",
+    answer_format="<answer> {answer} </answer>",
+    case_start="Question: ",
     source=(
         "PeterGriffinJin/Search-R1@a14dc3a: scripts/data_process/nq_search.py#L32-L36 and "
         "#L61-L63 (prompt, question); search_r1/llm_agent/generation.py#L54-L75 (turn "
@@ -186,6 +200,9 @@ ZEROSEARCH = SearchProtocol(
     max_searches=5,
     max_turns=6,
     turn_max_tokens=500,
+    thought_format="<think> {thought} </think>",
+    answer_format="<answer> {answer} </answer>",
+    case_start="Question: ",
     source=(
         "Alibaba-NLP/ZeroSearch@2d4cdca: inference.py#L97-L101 (Search-R1's prompt); "
         "llm_agent/generation.py#L171-L183 (turn cut), #L523-L579 (actions, "
@@ -230,6 +247,9 @@ R1_SEARCHER = SearchProtocol(
     empty_query="end",
     max_turns=9,
     turn_max_tokens=512,
+    thought_format="{thought}",
+    answer_format="</think>\n\n<answer> {answer} </answer>",
+    case_start="User:",
     source=(
         "RUCAIBox/R1-Searcher@631167c: evaluation/eval_search_loacl.py#L58-L62 (prompt "
         "v0), #L172-L173 (stop strings, 512 tokens), #L203-L260 (9 turns, answer, query "
@@ -275,6 +295,9 @@ RESEARCH = SearchProtocol(
     turn_max_tokens=8192,
     answer_opener="<answer> The final answer is \\[ \\boxed{",
     answer_closer="}",
+    thought_format="<think> {thought} </think>",
+    answer_format="<answer> The final answer is \\[ \\boxed{{answer}} \\] </answer>",
+    case_start="User: ",
     source=(
         "Agent-RL/ReSearch@4bdb872 (branch re-search): "
         "src/verl/utils/dataset/template.py#L1-L10 (base-model prompt); "
@@ -319,6 +342,9 @@ AUTOREFINE = SearchProtocol(
     max_searches=3,
     max_turns=4,
     turn_max_tokens=512,
+    thought_format="<think> {thought} </think>",
+    answer_format="<answer> {answer} </answer>",
+    case_start="Question: ",
     source=(
         "syr-cn/AutoRefine@8363788: preprocess/data_process/utils.py#L2-L10 (prompt); "
         "search_r1/llm_agent/generation.py#L54-L75 (turn cut), #L353-L436 (actions, "
@@ -331,15 +357,105 @@ AUTOREFINE = SearchProtocol(
 ``<refine>`` step the model writes itself (no code reads it); three searching turns and
 one to answer."""
 
+HOTPOTQA_SEARCH_DEMONSTRATIONS: tuple[SearchDemonstration, ...] = (
+    SearchDemonstration(
+        question="In which country was the composer of the opera Carmen born?",
+        steps=(
+            SearchStep(
+                thought="I need to find out who composed the opera Carmen.",
+                query="composer of the opera Carmen",
+                documents=(
+                    (
+                        "Carmen",
+                        "Carmen is an opera in four acts by the French composer Georges Bizet.",
+                    ),
+                ),
+            ),
+            SearchStep(
+                thought="Carmen was composed by Georges Bizet. Now I need to find out where "
+                "Georges Bizet was born.",
+                query="Georges Bizet birthplace",
+                documents=(
+                    (
+                        "Georges Bizet",
+                        "Georges Bizet was a French composer of the Romantic "
+                        "era. He was born in Paris in 1838.",
+                    ),
+                ),
+            ),
+        ),
+        conclusion="Georges Bizet was born in Paris, France.",
+        answer="France",
+    ),
+    SearchDemonstration(
+        question="In which city is the university that Isaac Newton attended?",
+        steps=(
+            SearchStep(
+                thought="I need to find out which university Isaac Newton attended.",
+                query="university Isaac Newton attended",
+                documents=(
+                    (
+                        "Isaac Newton",
+                        "Isaac Newton was an English mathematician and "
+                        "physicist. He studied at Trinity College, Cambridge.",
+                    ),
+                ),
+            ),
+            SearchStep(
+                thought="Isaac Newton attended the University of Cambridge. Now I need to "
+                "find out which city it is in.",
+                query="University of Cambridge city",
+                documents=(
+                    (
+                        "University of Cambridge",
+                        "The University of Cambridge is a public "
+                        "research university in Cambridge, England.",
+                    ),
+                ),
+            ),
+        ),
+        conclusion="The University of Cambridge is in the city of Cambridge.",
+        answer="Cambridge",
+    ),
+)
+"""Two worked multi-hop searches (the package's, on HotpotQA's first two demonstrations'
+questions), for base models that have not seen a search protocol."""
+
+SEARCH_O1_FEWSHOT = replace(
+    SEARCH_O1,
+    name="search_o1_fewshot",
+    demonstrations=HOTPOTQA_SEARCH_DEMONSTRATIONS,
+    reason_in_documents=False,
+    source=SEARCH_O1.source + "; the demonstrations and the documents inserted whole are "
+    "the package's (for base models)",
+)
+"""Search-o1's prompt with two worked searches before the question, the documents
+inserted as they were found (no Reason-in-Documents): the form a base model such as
+Gemma 3 270M can follow."""
+
 SearchProtocolName = Literal[
-    "search_o1", "search_r1", "zerosearch", "r1_searcher", "research", "autorefine"
+    "search_o1",
+    "search_o1_fewshot",
+    "search_r1",
+    "zerosearch",
+    "r1_searcher",
+    "research",
+    "autorefine",
 ]
 """The presets' names."""
 
 SEARCH_PROTOCOLS: MappingProxyType[str, SearchProtocol] = MappingProxyType(
     {
         protocol.name: protocol
-        for protocol in (SEARCH_O1, SEARCH_R1, ZEROSEARCH, R1_SEARCHER, RESEARCH, AUTOREFINE)
+        for protocol in (
+            SEARCH_O1,
+            SEARCH_O1_FEWSHOT,
+            SEARCH_R1,
+            ZEROSEARCH,
+            R1_SEARCHER,
+            RESEARCH,
+            AUTOREFINE,
+        )
     }
 )
 """Every preset by name (read-only)."""

@@ -25,7 +25,9 @@ from langchain_adaptive_rag.state import RetrievedDoc
 
 __all__ = [
     "AnswerReader",
+    "SearchDemonstration",
     "SearchProtocol",
+    "SearchStep",
     "TurnAction",
     "format_documents",
     "read_answer",
@@ -44,6 +46,27 @@ r"""How the answer is read from the whole generated text:
 - ``last_boxed``: the last ``\boxed{...}`` of a line (greedy within the line), then the
   last ``\text{...}`` inside it, with ``()`` stripped (Search-o1).
 """
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """One search of a demonstration: the thought before it, the query, what it found."""
+
+    thought: str
+    query: str
+    documents: tuple[tuple[str, str], ...]
+    """``(title, text)`` of each document found."""
+
+
+@dataclass(frozen=True)
+class SearchDemonstration:
+    """A worked search trace shown before the question (for base models)."""
+
+    question: str
+    steps: tuple[SearchStep, ...]
+    conclusion: str
+    """The thought after the last search, before the answer."""
+    answer: str
 
 
 @dataclass(frozen=True)
@@ -126,10 +149,22 @@ class SearchProtocol:
     """Turns (generations) a run may make (``None``: the config's ``max_rounds``)."""
     turn_max_tokens: int = 512
     """Tokens one turn may generate."""
+    reason_in_documents: bool = False
+    """Condense the documents with Search-o1's Reason-in-Documents step before they are
+    inserted, unless the config says otherwise (Search-o1: on)."""
     answer_opener: str = "<answer>"
     """Written after the text to force an answer (``SearchAgentConfig.force_answer``)."""
     answer_closer: str = "</answer>"
     """Where a forced answer ends."""
+    thought_format: str = "{thought}"
+    """How a demonstration's thought is written; field ``{thought}``."""
+    answer_format: str = "<answer> {answer} </answer>"
+    """How a demonstration's answer is written; field ``{answer}``."""
+    case_start: str = ""
+    """Where the question's part of ``prompt`` starts (``""``: the whole prompt): with
+    demonstrations, that part is shown for each one, followed by its trace."""
+    demonstrations: tuple[SearchDemonstration, ...] = ()
+    """Worked traces shown before the question (none in the official prompts)."""
     source: str = ""
     """Where the protocol is taken from (repository, commit, files)."""
 
@@ -163,18 +198,81 @@ class SearchProtocol:
             if value is not None and value < 1:
                 msg = f"SearchProtocol.{name} must be None or >= 1, got {value!r}."
                 raise AdaptiveRAGError(msg)
+        if self.case_start not in self.prompt.split("{question}")[0]:
+            msg = (
+                f"SearchProtocol.case_start={self.case_start!r} does not occur in the prompt "
+                "before {question}. Fix: the text the question's part of the prompt starts with."
+            )
+            raise AdaptiveRAGError(msg)
         if self.turn_max_tokens < 1:
             msg = f"SearchProtocol.turn_max_tokens must be >= 1, got {self.turn_max_tokens!r}."
             raise AdaptiveRAGError(msg)
 
-    def render_prompt(self, question: str, max_searches: int | None) -> str:
-        """The prompt for ``question`` (with the search limit where the prompt states it)."""
+    def render_prompt(
+        self, question: str, max_searches: int | None, *, condensed: bool = False
+    ) -> str:
+        """The prompt for ``question``, after the demonstrations when there are some.
+
+        Args:
+            question: The question.
+            max_searches: The search limit, where the prompt states it.
+            condensed: The documents are condensed before they are inserted
+                (Reason-in-Documents): the demonstrations show their texts joined, not
+                the formatted documents.
+
+        Returns:
+            The prompt.
+        """
+        limit = "" if max_searches is None else str(max_searches)
+        prompt = self.prompt.replace("{max_searches}", limit)
+        at = prompt.find(self.case_start) if self.demonstrations else 0
+        head, case = prompt[:at], prompt[at:]
+        shown = "".join(
+            self._case(case, demo.question)
+            + self.render_demonstration(demo, condensed=condensed)
+            + "\n\n"
+            for demo in self.demonstrations
+        )
+        return head + shown + self._case(case, question)
+
+    def _case(self, case: str, question: str) -> str:
         if self.question_mark:
             question = question.strip()
             if not question.endswith("?"):
                 question += "?"
-        limit = "" if max_searches is None else str(max_searches)
-        return self.prompt.replace("{max_searches}", limit).replace("{question}", question)
+        return case.replace("{question}", question)
+
+    def render_demonstration(self, demo: SearchDemonstration, *, condensed: bool = False) -> str:
+        """A demonstration's trace in this protocol's tags, documents and answer form.
+
+        Args:
+            demo: The demonstration.
+            condensed: Show each search's documents as their texts joined (what
+                Reason-in-Documents inserts), not formatted.
+
+        Returns:
+            The trace, as the loop would have written it.
+        """
+        opening, closing = self.query_tags
+        parts = []
+        for step in demo.steps:
+            docs: list[RetrievedDoc] = [
+                {"id": f"{step.query}-{i}", "text": text, "metadata": {"title": title}}
+                for i, (title, text) in enumerate(step.documents)
+            ]
+            found = (
+                " ".join(text for _, text in step.documents)
+                if condensed
+                else (format_documents(self, docs))
+            )
+            thought = self.thought_format.replace("{thought}", step.thought)
+            parts.append(
+                f"{thought}\n{opening}{step.query}{closing}"
+                + self.result_template.format(documents=found)
+            )
+        thought = self.thought_format.replace("{thought}", demo.conclusion)
+        parts.append(f"{thought}\n" + self.answer_format.replace("{answer}", demo.answer))
+        return "".join(parts)
 
     def clean_query(self, query: str) -> str:
         """``query`` as it is sent: the replacements made, stripped if the protocol strips."""

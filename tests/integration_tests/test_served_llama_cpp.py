@@ -3,9 +3,10 @@
 The server (``llama-cpp-python[server]``) serves the real model's Q4_K_M GGUF file on
 127.0.0.1, started by a fixture and stopped after; ``ChatOpenAI`` talks to it as to any
 vLLM or OpenAI endpoint. Every text and log-probability method answers HotpotQA questions
-through it; FLARE's decisions from the server's log-probabilities are compared with
-``ChatTransformers`` on the same model's dequantized weights; and a server that is down,
-one that hangs and one that returns no log-probabilities end in clear errors.
+through it, and the search agent runs its turns through the completions endpoint; FLARE's
+decisions from the server's log-probabilities are compared with ``ChatTransformers`` on
+the same model's dequantized weights; and a server that is down, one that hangs and one
+that returns no log-probabilities end in clear errors.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from langchain_adaptive_rag.graphs import config_class, create_adaptive_rag_grap
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m, get_gemma_3_270m_gguf
 from langchain_adaptive_rag.prompts import build_prompt
@@ -326,3 +328,21 @@ def test_eval_on_a_served_model_records_a_down_server_and_retries_its_questions(
     calibrate += ["--limit", "1", "--values", "0.05,0.9", "--config", "generate_max_length=8"]
     assert main([*calibrate, "--no-progress", "--out", str(sweep)]) == 0
     assert "chosen theta=" in capsys.readouterr().out
+
+
+def test_the_search_agent_runs_its_turns_through_the_completions_endpoint(server: str) -> None:
+    # a base model served as written: the protocol's prompt and its stop strings go as they
+    # are, and every turn that wrote a query's end tag stopped there (none runs past it)
+    llm = OpenAI(base_url=server, api_key="EMPTY", model="gemma-3-270m", max_retries=0)
+    (question,) = _questions(1)
+    retriever = create_bm25_retriever([p["text"] for p in question["paragraphs"]], k=2)
+    config = SearchAgentConfig(
+        protocol="search_o1_fewshot", generate_max_length=96, turn_max_tokens=48, max_turns=3
+    )
+    graph = create_adaptive_rag_graph(llm, retriever, "search_agent", config=config)
+    result = graph.invoke({"question": question["question"]})
+    text, end = result["text"], "<|end_search_query|>"
+    assert 1 <= result["counts"]["llm_calls"] <= 3
+    assert text.count(end) == text.count(end + "\n\n<|begin_search_result|>")
+    assert result["counts"]["retrievals"] <= text.count(end)
+    assert result["counts"]["generated_tokens"] > 0

@@ -27,15 +27,22 @@ from langchain_adaptive_rag.graphs.reason_in_documents import (
 from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
 from langchain_adaptive_rag.graphs.search_presets import (
     AUTOREFINE,
+    HOTPOTQA_SEARCH_DEMONSTRATIONS,
     R1_SEARCHER,
     RESEARCH,
     SEARCH_O1,
+    SEARCH_O1_FEWSHOT,
     SEARCH_PROTOCOLS,
     SEARCH_R1,
     ZEROSEARCH,
     SearchProtocolName,
 )
-from langchain_adaptive_rag.graphs.search_protocol import read_answer, read_turn
+from langchain_adaptive_rag.graphs.search_protocol import (
+    SearchDemonstration,
+    SearchStep,
+    read_answer,
+    read_turn,
+)
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 from langchain_adaptive_rag.visualize import record_run
 from tests.helpers.search_official import (
@@ -437,3 +444,53 @@ def test_a_run_is_recorded_and_reported_turn_by_turn() -> None:
 
     page = report_html([record], title="search", graphs={"search_agent": graph})
     assert "director of Blue Harbour" in page and "Search agent" in page
+
+
+# -- demonstrations -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH_PROTOCOLS))
+def test_a_demonstration_is_what_the_loop_writes_for_its_turns(name: str) -> None:
+    protocol = dataclasses.replace(SEARCH_PROTOCOLS[name], max_turns=None, max_searches=None)
+    demo = HOTPOTQA_SEARCH_DEMONSTRATIONS[0]
+    condensed = protocol.reason_in_documents
+    opening, closing = protocol.query_tags
+    replies: list[str | ScriptedResponse] = []
+    for step in demo.steps:
+        thought = protocol.thought_format.replace("{thought}", step.thought)
+        replies.append(f"{thought}\n{opening}{step.query}{closing} never read")
+        if condensed:  # Reason-in-Documents writes the texts after its marker
+            replies.append("\n**Final Information**\n" + " ".join(t for _, t in step.documents))
+    conclusion = protocol.thought_format.replace("{thought}", demo.conclusion)
+    replies.append(f"{conclusion}\n" + protocol.answer_format.replace("{answer}", demo.answer))
+    table = {step.query: list(step.documents) for step in demo.steps}
+    model, retriever = FakeTraceModel(replies), TableRetriever()
+    graph = create_adaptive_rag_graph(
+        model, retriever, "search_agent", config=SearchAgentConfig(protocol=protocol)
+    )
+    TABLE.update(table)
+    try:
+        result = graph.invoke({"question": demo.question})
+    finally:
+        for query in table:
+            TABLE.pop(query)
+    assert result["text"] == protocol.render_demonstration(demo, condensed=condensed)
+    assert result["answer"].strip() == demo.answer
+
+
+def test_demonstrations_come_before_the_question_in_the_questions_form() -> None:
+    prompt = SEARCH_O1_FEWSHOT.render_prompt("Who directed Blue Harbour?", 4)
+    assert prompt.count("Please answer the following question.") == 3
+    assert prompt.count("limited to 4.") == 1  # the instruction once, then three cases
+    assert prompt.endswith("Question:\nWho directed Blue Harbour?\n\n")
+    assert "\\boxed{France}\n\nPlease answer" in prompt
+    assert not SEARCH_O1_FEWSHOT.reason_in_documents and SEARCH_O1.reason_in_documents
+    short = SearchDemonstration("Q?", (SearchStep("T.", "q", (("A", "a."),)),), "C.", "x")
+    assert dataclasses.replace(SEARCH_R1, demonstrations=(short,)).render_prompt("Who", None) == (
+        SEARCH_R1.prompt.replace("{question}", "Q?")
+        + "<think> T. </think>\n<search>q</search>\n\n<information>Doc 1(Title: A) a."
+        "</information>\n\n<think> C. </think>\n<answer> x </answer>\n\nQuestion: Who?\n"
+    )
+    assert SEARCH_R1.render_demonstration(short, condensed=True).count("<information>a.<") == 1
+    with pytest.raises(AdaptiveRAGError, match="case_start='Query: ' does not occur"):
+        dataclasses.replace(SEARCH_R1, case_start="Query: ")
