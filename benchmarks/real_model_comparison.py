@@ -34,8 +34,21 @@ DATASETS = {
     "hotpotqa": "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl",
     "2wikimultihopqa": "2wikimultihopqa/2wiki_adarag_dev500_ctx.jsonl",
 }
-METHODS = [m for m in AVAILABLE_METHODS if policy_class(m).trained_model is None]
-"""Every method Gemma 3 270M runs (not Self-RAG: it needs its reflection tokens)."""
+SETTINGS: dict[str, list[str]] = {
+    # Search-o1 with two worked searches before the question (the form this base model
+    # follows: benchmarks/search_agent_gemma.py), forced to answer as the others are
+    "search_agent": [
+        "protocol=search_o1_fewshot",
+        "force_answer=true",
+        "generate_max_length=256",
+        "turn_max_tokens=96",
+        "max_turns=4",
+    ],
+}
+"""``--config`` settings of a method on this model beyond its defaults."""
+METHODS = [m for m in AVAILABLE_METHODS if policy_class(m).trained_model is None or m in SETTINGS]
+"""Every method Gemma 3 270M runs: not Self-RAG (it needs its reflection tokens) or the
+tool agent (a chat model that calls tools); the search agent with demonstrations."""
 # the papers' claims as (better, worse) pairs compared on the same questions
 CLAIMS = [
     ("dragin", "flare"),
@@ -46,6 +59,8 @@ CLAIMS = [
     ("seakr", "dragin"),
     ("seakr", "flare"),
     ("single_round", "no_retrieval"),
+    ("search_agent", "dragin"),
+    ("search_agent", "ircot"),
 ]
 SEED = 0
 
@@ -93,6 +108,8 @@ def run_eval(args: argparse.Namespace, method: str, dataset: str, data: Path, ou
     ]
     if dataset != "retrievalqa":
         command += ["--index", str(args.out / "index")]
+    for item in SETTINGS.get(method, []):
+        command += ["--config", item]
     print("$", " ".join(command[2:]), flush=True)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 

@@ -73,7 +73,9 @@ def main() -> None:
     args = parser.parse_args()
     examples = load_dataset("hotpotqa", args.data_dir / DATA, limit=args.questions)
     retriever = create_bm25_retriever(example_passages(examples), k=3)
-    chat = ChatTransformers(model=str(get_gemma_3_270m()), batch_concurrent_calls=True)
+    chat = ChatTransformers(
+        model=str(get_gemma_3_270m()), use_chat_template=False, batch_concurrent_calls=True
+    )
     golds = [list(e.answers) for e in examples]
     common = {"generate_max_length": 256, "turn_max_tokens": 96, "max_turns": 4}
     settings = [(p, SearchAgentConfig(protocol=p, **common)) for p in args.protocols.split(",")]

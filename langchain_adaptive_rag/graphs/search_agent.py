@@ -207,6 +207,18 @@ class SearchAgentPolicy(Policy):
         """The protocol this configuration follows."""
         return self.config.search_protocol
 
+    @property
+    def turn_stops(self) -> tuple[str, ...]:
+        """A turn's stop strings: the protocol's, and with demonstrations one more.
+
+        That one is the start of the prompt's question part: a base model that answered
+        goes on with another question, where an instruct model would end its sequence.
+        """
+        protocol = self.protocol
+        if protocol.demonstrations and protocol.case_start:
+            return (*protocol.stop, protocol.case_start.strip())
+        return protocol.stop
+
     def fresh_channels(self) -> dict[str, object]:
         """The search agent's own channels at a run's start."""
         return {"turn_stop": None, "search_query": "", "searches": [], "insertion": ""}
@@ -229,7 +241,7 @@ class SearchAgentPolicy(Policy):
         with token_stream(prompt, self.name) as sink:
             trace = ctx.model.generate_trace(
                 prompt,
-                decoding=self.decoding(ctx, budget, self.protocol.stop),
+                decoding=self.decoding(ctx, budget, self.turn_stops),
                 capture=CaptureOptions(logprobs=self.reads_logprobs),
                 on_token=sink,
             )[0]
@@ -249,7 +261,8 @@ class SearchAgentPolicy(Policy):
         turn, stop = state.get("draft", ""), _own(state).get("turn_stop")
         action = read_turn(protocol, turn, stop)
         stripped = protocol.strip_turn and action.kind == "search"
-        written = (turn.strip() if stripped else turn) + (stop or "")
+        kept = stop if stop in protocol.stop else ""  # a tag stays; a new question does not
+        written = (turn.strip() if stripped else turn) + kept
         used = state.get("answer_tokens", 0) + len(state.get("draft_tokens", []))
         update: dict[str, object] = {
             "text": state.get("text", "") + written,

@@ -494,3 +494,18 @@ def test_demonstrations_come_before_the_question_in_the_questions_form() -> None
     assert SEARCH_R1.render_demonstration(short, condensed=True).count("<information>a.<") == 1
     with pytest.raises(AdaptiveRAGError, match="case_start='Query: ' does not occur"):
         dataclasses.replace(SEARCH_R1, case_start="Query: ")
+
+
+def test_with_demonstrations_a_turn_stops_where_a_new_question_would_begin() -> None:
+    # a base model that answered goes on with another question, as the demonstrations do
+    going_on = (
+        "Found it. \\boxed{1931}\n\nPlease answer the following question. ... Question:\n"
+        "Who?\n\n\\boxed{YOUR_ANSWER}"
+    )
+    result, model, _, _ = run("search_o1_fewshot", [going_on])
+    assert model.calls[0]["stop"] == (
+        "<|end_search_query|>",
+        "Please answer the following question.",
+    )
+    assert result["text"] == "Found it. \\boxed{1931}\n\n" and result["answer"] == "1931"
+    assert run("search_o1", [going_on])[0]["answer"] == "YOUR_ANSWER"  # no demonstrations
