@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import LLMResult
@@ -200,15 +201,25 @@ def _search_tool(
         reason = run.usage.last_text  # the model's text with this call
         decision = retrieval_decision(step, retrieve=True, trigger_word=query, note=reason)
         run.writer({"event": "decision", **decision})
-        if query.strip():
+        give_up = options.max_failed_retrievals
+        found: list[Document] = []
+        if not query.strip():
+            note = "blank query: nothing retrieved"
+        elif give_up is not None and run.errors >= give_up:
+            found, note = (
+                [],
+                (
+                    f"retriever not called: {give_up} retrievals of this question failed "
+                    f"already (RetrieverOptions.max_failed_retrievals={give_up})"
+                ),
+            )
+            run.errors += 1
+        else:
             outcome = call_retriever(
                 retriever, query, run.top_k, options, passes_k=passes_k, abandoned=abandoned
             )
             found, note = outcome.documents, outcome.error or ""
-        else:
-            found, note = [], "blank query: nothing retrieved"
-        if note.startswith("retriever"):
-            run.errors += 1
+            run.errors += 1 if outcome.error else 0
         docs = retrieved_docs(found, (step - 1) * run.top_k)
         if not docs and not note:
             note = "retriever returned no documents"

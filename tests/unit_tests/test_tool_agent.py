@@ -21,6 +21,7 @@ from langchain_adaptive_rag.served import ServedModel
 from langchain_adaptive_rag.testing import FakeTraceModel
 from langchain_adaptive_rag.visualize import record_run
 from tests.helpers.agent_model import OpenAIStyleAgentModel, ScriptedAgentModel, call, reply
+from tests.helpers.scripted import RecordingRetriever
 
 QUESTION = "When was the director of Blue Harbour born?"
 PASSAGES = [
@@ -175,3 +176,15 @@ def test_a_run_is_recorded_and_reported_search_by_search() -> None:
 
     page = report_html([record], title="tool agent", graphs={"tool_agent": graph})
     assert "Blue Harbour director" in page and "Tool agent" in page
+
+
+def test_a_dead_retriever_is_recorded_and_given_up_on_as_every_method_does() -> None:
+    model = ScriptedAgentModel(
+        replies=[call("a"), call("b", 2), call("c", 3), reply("I could not find it.")]
+    )
+    graph = create_adaptive_rag_graph(model, RecordingRetriever(fail=True), "tool_agent")
+    result = graph.invoke({"question": QUESTION})
+    notes = [event["note"] for event in result["retrievals"]]
+    assert result["counts"]["retrieval_errors"] == 3 and len(notes) == 3
+    assert notes[0].startswith("retriever raised") and notes[2].startswith("retriever not called")
+    assert result["messages"][-1].additional_kwargs["retrieval_errors"] == 3
