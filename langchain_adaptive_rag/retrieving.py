@@ -33,6 +33,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 
 __all__ = [
     "AbandonedCalls",
+    "QuestionRetrieval",
     "RetrievalOutcome",
     "Retriever",
     "RetrieverOptions",
@@ -448,3 +449,72 @@ def call_retriever(
                 msg = f"Retrieval failed for query {query[:80]!r}: {message}."
                 raise AdaptiveRAGError(msg) from error
             return RetrievalOutcome([], attempt, message)
+
+
+@dataclass(frozen=True)
+class QuestionRetrieval:
+    """What one retrieval of a question found, and why it found nothing."""
+
+    documents: list[Document]
+    """The documents, at most ``k``."""
+    note: str
+    """``""``, or what the run should know: a blank query, a final failure, a retriever
+    not called after too many failures, no documents."""
+    failed: bool
+    """Whether it counts as a failed retrieval (``counts["retrieval_errors"]``)."""
+
+
+class QuestionRetriever:
+    """A graph's retriever calls, with the rules every method's retrievals follow.
+
+    A blank query finds nothing without a call; once ``max_failed_retrievals`` of a
+    question's retrievals have failed, its later ones are not attempted (and count as
+    failed); otherwise [`call_retriever`][] retries and times out as ``options`` say.
+    Timed-out calls still running are shared by the graph's runs.
+    """
+
+    def __init__(self, retriever: Retriever, options: RetrieverOptions) -> None:
+        """Keep the retriever and its options.
+
+        Args:
+            retriever: Any LangChain retriever.
+            options: Retries, time limits and failure handling.
+        """
+        self.retriever = retriever
+        self.options = options
+        self.passes_k = takes_k(retriever)
+        self.abandoned = AbandonedCalls(options.max_abandoned_calls)
+
+    def retrieve(self, query: str, k: int, failed_before: int) -> QuestionRetrieval:
+        """One retrieval of a question.
+
+        Args:
+            query: The query.
+            k: Documents kept.
+            failed_before: The question's retrievals that failed so far.
+
+        Returns:
+            The documents, the note and whether it failed.
+
+        Raises:
+            AdaptiveRAGError: The retrieval finally failed and ``on_failure`` is ``raise``.
+        """
+        give_up = self.options.max_failed_retrievals
+        if not query.strip():  # a blank query (reference FLARE, DRAGIN): nothing to find
+            return QuestionRetrieval([], "blank query: nothing retrieved", failed=False)
+        if give_up is not None and failed_before >= give_up:
+            note = (
+                f"retriever not called: {give_up} retrievals of this question failed "
+                f"already (RetrieverOptions.max_failed_retrievals={give_up})"
+            )
+            return QuestionRetrieval([], note, failed=True)
+        outcome = call_retriever(
+            self.retriever,
+            query,
+            k,
+            self.options,
+            passes_k=self.passes_k,
+            abandoned=self.abandoned,
+        )
+        note = outcome.error or ("" if outcome.documents else "retriever returned no documents")
+        return QuestionRetrieval(outcome.documents, note, failed=bool(outcome.error))

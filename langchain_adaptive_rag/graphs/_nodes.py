@@ -24,12 +24,7 @@ from langchain_adaptive_rag.graphs.policy import (
     retrieval_decision,
 )
 from langchain_adaptive_rag.prompts import QAPrompts, recent_turns
-from langchain_adaptive_rag.retrieving import (
-    AbandonedCalls,
-    RetrieverOptions,
-    call_retriever,
-    takes_k,
-)
+from langchain_adaptive_rag.retrieving import QuestionRetriever, RetrieverOptions
 from langchain_adaptive_rag.state import (
     AdaptiveRAGState,
     Counts,
@@ -272,31 +267,14 @@ def make_retrieve_node(
     ``max_failed_retrievals`` of its retrievals have failed, its later ones are not
     attempted (see [`RetrieverOptions`][]).
     """
-    settings = options or RetrieverOptions()
-    passes_k = takes_k(ctx.retriever)
-    abandoned = AbandonedCalls(settings.max_abandoned_calls)  # shared by the graph's runs
-    give_up_after = settings.max_failed_retrievals
+    retriever = QuestionRetriever(ctx.retriever, options or RetrieverOptions())
 
     def retrieve(state: AdaptiveRAGState) -> dict[str, Any]:
         top_k = for_this_call(policy, ctx).config.retrieve_topk
         query = state.get("query", "")
         failed_before = int(state.get("counts", {}).get("retrieval_errors", 0))
-        errors = 0
-        if not query.strip():  # a blank query (reference FLARE, DRAGIN): nothing to find
-            found: list[Document] = []
-            note = "blank query: nothing retrieved"
-        elif give_up_after is not None and failed_before >= give_up_after:
-            found, errors = [], 1
-            note = (
-                f"retriever not called: {give_up_after} retrievals of this question failed "
-                f"already (RetrieverOptions.max_failed_retrievals={give_up_after})"
-            )
-        else:
-            outcome = call_retriever(
-                ctx.retriever, query, top_k, settings, passes_k=passes_k, abandoned=abandoned
-            )
-            found, note = outcome.documents, outcome.error
-            errors = 1 if outcome.error else 0
+        found = retriever.retrieve(query, top_k, failed_before)
+        note, errors = found.note, int(found.failed)
         if errors:
             _LOG.warning(
                 "%s: retrieval %d failed for query %r: %s (the run goes on without its "
@@ -306,9 +284,8 @@ def make_retrieve_node(
                 query,
                 note,
             )
-        if not found and not note:
-            note = "retriever returned no documents"
-        docs = retrieved_docs(found, state.get("counts", {}).get("retrievals", 0) * top_k)
+        offset = state.get("counts", {}).get("retrievals", 0) * top_k
+        docs = retrieved_docs(found.documents, offset)
         get_stream_writer()(
             {
                 "event": "retrieval",

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import LLMResult
@@ -59,13 +58,7 @@ from langchain_adaptive_rag.graphs.policy import (
 )
 from langchain_adaptive_rag.options import GraphModel
 from langchain_adaptive_rag.prompts import QAPrompts, extract_answer, read_answer_as
-from langchain_adaptive_rag.retrieving import (
-    AbandonedCalls,
-    Retriever,
-    RetrieverOptions,
-    call_retriever,
-    takes_k,
-)
+from langchain_adaptive_rag.retrieving import QuestionRetriever, Retriever, RetrieverOptions
 from langchain_adaptive_rag.served.model import ServedModel
 from langchain_adaptive_rag.served.requests import provider_of
 from langchain_adaptive_rag.state import (
@@ -192,8 +185,7 @@ def _search_tool(
     retriever: Retriever, options: RetrieverOptions, config: ToolAgentConfig
 ) -> BaseTool:
     """The retriever as the agent's tool, emitting the graphs' decision and retrieval events."""
-    passes_k = takes_k(retriever)
-    abandoned = AbandonedCalls(options.max_abandoned_calls)
+    searcher = QuestionRetriever(retriever, options)
 
     def search(query: str) -> tuple[str, list[dict[str, Any]]]:
         run = get_runtime(_AgentRun).context
@@ -201,28 +193,10 @@ def _search_tool(
         reason = run.usage.last_text  # the model's text with this call
         decision = retrieval_decision(step, retrieve=True, trigger_word=query, note=reason)
         run.writer({"event": "decision", **decision})
-        give_up = options.max_failed_retrievals
-        found: list[Document] = []
-        if not query.strip():
-            note = "blank query: nothing retrieved"
-        elif give_up is not None and run.errors >= give_up:
-            found, note = (
-                [],
-                (
-                    f"retriever not called: {give_up} retrievals of this question failed "
-                    f"already (RetrieverOptions.max_failed_retrievals={give_up})"
-                ),
-            )
-            run.errors += 1
-        else:
-            outcome = call_retriever(
-                retriever, query, run.top_k, options, passes_k=passes_k, abandoned=abandoned
-            )
-            found, note = outcome.documents, outcome.error or ""
-            run.errors += 1 if outcome.error else 0
-        docs = retrieved_docs(found, (step - 1) * run.top_k)
-        if not docs and not note:
-            note = "retriever returned no documents"
+        found = searcher.retrieve(query, run.top_k, run.errors)
+        run.errors += int(found.failed)
+        note = found.note
+        docs = retrieved_docs(found.documents, (step - 1) * run.top_k)
         event: RetrievalEvent = {
             "step": step,
             "trigger_position": None,
