@@ -179,30 +179,14 @@ Four turns that may search, then one that may only answer; a turn with no comple
 search or answer block gets the official "My previous action is invalid" message and
 the model tries again. An empty query is searched (and finds nothing here)."""
 
-ZEROSEARCH = SearchProtocol(
+ZEROSEARCH = replace(
+    SEARCH_R1,
     name="zerosearch",
-    prompt=_SEARCH_R1_PROMPT,
-    query_tags=("<search>", "</search>"),
-    answer_tags=("<answer>", "</answer>"),
-    result_tags=("<information>", "</information>"),
-    stop=("</search>", "</answer>"),
-    result_template="\n\n<information>{documents}</information>\n\n",
     doc_template="Doc {index}: {text}",
     doc_separator="\n",
-    strip_documents=True,
     no_documents="No information available",
-    answer_reader="last_block",
-    question_mark=True,
-    query_from="first_open",
-    no_action="retry",
-    invalid_message=_INVALID_ACTION,
-    empty_query="search",
     max_searches=5,
     max_turns=6,
-    turn_max_tokens=500,
-    thought_format="<think> {thought} </think>",
-    answer_format="<answer> {answer} </answer>",
-    case_start="Question: ",
     source=(
         "Alibaba-NLP/ZeroSearch@2d4cdca: inference.py#L97-L101 (Search-R1's prompt); "
         "llm_agent/generation.py#L171-L183 (turn cut), #L523-L579 (actions, "
@@ -312,7 +296,8 @@ r"""ReSearch (Chen et al., 2025): ``<search>`` and ``<result>``, the answer a
 (the answer ends at the end of sequence); no search limit but the token budget; an empty
 query gets "nothing to search"."""
 
-AUTOREFINE = SearchProtocol(
+AUTOREFINE = replace(
+    SEARCH_R1,
     name="autorefine",
     prompt=(
         "You are a helpful assistant excel at answering questions with multi-turn search "
@@ -326,25 +311,11 @@ AUTOREFINE = SearchProtocol(
         "answer using <answer> and </answer>. For example, <answer> Donald Trump </answer>. "
         "Question: {question}\n"
     ),
-    query_tags=("<search>", "</search>"),
-    answer_tags=("<answer>", "</answer>"),
     result_tags=("<documents>", "</documents>"),
-    stop=("</search>", "</answer>"),
     result_template="\n\n<documents>{documents}</documents>\n\n",
-    doc_template="Doc {index}(Title: {title}) {text}\n",
-    strip_documents=True,
-    answer_reader="last_block",
-    question_mark=True,
-    query_from="first_open",
-    no_action="retry",
-    invalid_message=_INVALID_ACTION,
-    empty_query="search",
     max_searches=3,
     max_turns=4,
     turn_max_tokens=512,
-    thought_format="<think> {thought} </think>",
-    answer_format="<answer> {answer} </answer>",
-    case_start="Question: ",
     source=(
         "syr-cn/AutoRefine@8363788: preprocess/data_process/utils.py#L2-L10 (prompt); "
         "search_r1/llm_agent/generation.py#L54-L75 (turn cut), #L353-L436 (actions, "
