@@ -2,7 +2,8 @@
 
 1. The 230 toy questions become evaluation examples (``toy_examples``) and are split
    into dev and test with each category's share kept (``split_dev_test``, seed 0).
-2. On dev, the thresholds of FLARE (``theta``), DRAGIN (``theta``) and SeaKR (``delta``)
+2. On dev, the thresholds of FLARE (``theta``), DRAGIN (``theta``), SeaKR (``delta``) and
+   ETC (``theta``)
    are swept with ``calibrate_threshold`` and one value is chosen by the stated rule
    (``choose_threshold``: best F1, ties to fewer retrievals); the curves are printed.
 3. On test, every method runs with ``evaluate_method`` (its own resumable run directory),
@@ -52,6 +53,7 @@ SWEEPS: dict[str, tuple[float, ...]] = {
     "flare": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99),
     "dragin": (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
     "seakr": (-8.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0),
+    "etc": (0.1, 0.3, 0.5, 0.8, 1.0, 1.3, 1.6, 2.0, 3.0),
 }
 """Candidate thresholds per calibrated method."""
 

@@ -36,6 +36,7 @@ METHODS: dict[str, str] = {
     "flare": "langchain_adaptive_rag.graphs.flare:FLAREPolicy",
     "dragin": "langchain_adaptive_rag.graphs.dragin:DRAGINPolicy",
     "seakr": "langchain_adaptive_rag.graphs.seakr:SeaKRPolicy",
+    "etc": "langchain_adaptive_rag.graphs.etc:ETCPolicy",
     "self_rag": "langchain_adaptive_rag.graphs.self_rag:SelfRAGPolicy",
     "vanilla": "langchain_adaptive_rag.graphs.ta_are:VanillaPolicy",
     "ta_are": "langchain_adaptive_rag.graphs.ta_are:TAAREPolicy",
@@ -58,7 +59,12 @@ them (``"SR-RAG"`` is ``sr_rag``): the other papers' names are their ids (``DRAG
 
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
 """Every method's id, in the order tables show them (the graphs' ``AVAILABLE_METHODS``)."""
-THRESHOLD_FIELDS: dict[str, str] = {"flare": "theta", "dragin": "theta", "seakr": "delta"}
+THRESHOLD_FIELDS: dict[str, str] = {
+    "flare": "theta",
+    "dragin": "theta",
+    "seakr": "delta",
+    "etc": "theta",
+}
 """The config field each calibratable method retrieves by (as the calibration's own)."""
 PROMPT_SETS: tuple[str, ...] = ("2wikimultihopqa", "hotpotqa", "iirc", "strategyqa", "simple_qa")
 """Benchmarks with a prompt of their own (``exemplars.PromptDataset``)."""

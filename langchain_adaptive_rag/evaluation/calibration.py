@@ -1,7 +1,8 @@
 """Sweep a method's retrieval threshold over a dev set and pick one by a stated rule.
 
-The thresholds of FLARE (``theta``: token probability), DRAGIN (``theta``: RIND score)
-and SeaKR (``delta``: Gram log-determinant uncertainty) were tuned for the papers' models;
+The thresholds of FLARE (``theta``: token probability), DRAGIN (``theta``: RIND score),
+SeaKR (``delta``: Gram log-determinant uncertainty) and ETC (``theta``: entropy-trend
+score) were tuned for the papers' models;
 on another model their scale moves. [`calibrate_threshold`][] runs the method once per
 candidate value (each value is its own run directory, so a stopped sweep resumes) and
 [`choose_threshold`][] picks one:

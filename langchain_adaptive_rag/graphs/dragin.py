@@ -70,6 +70,8 @@ __all__ = [
     "DRAGINConfig",
     "DRAGINPolicy",
     "create_dragin_graph",
+    "cut_for_evaluation",
+    "reference_token_count",
 ]
 
 EVALUATION_CUTS = ("Question:", "#10000000", "Note:")
@@ -531,7 +533,7 @@ class DRAGINPolicy(Policy):
         next question is not read.
         """
         if self.config.mode == "reference":
-            state = {**state, "text": _cut_for_evaluation(state.get("text", ""))}
+            state = {**state, "text": cut_for_evaluation(state.get("text", ""))}
         return super().finalize(ctx, state)
 
     def _accept_reference(
@@ -545,7 +547,7 @@ class DRAGINPolicy(Policy):
         """
         before = state.get("text", "")
         finished = (
-            _token_count(ctx, text) > self.config.generate_max_length
+            reference_token_count(ctx, text) > self.config.generate_max_length
             or len(text) <= len(before)
             or ctx.prompts.answer_marker in text
             or state.get("step", 0) + 1 >= self.config.max_rounds
@@ -569,7 +571,7 @@ class DRAGINPolicy(Policy):
         return model  # type: ignore[return-value]
 
 
-def _cut_for_evaluation(text: str) -> str:
+def cut_for_evaluation(text: str) -> str:
     """``text`` before the first of [`EVALUATION_CUTS`][] found after its start."""
     for word in EVALUATION_CUTS:
         position = text.find(word)
@@ -578,7 +580,7 @@ def _cut_for_evaluation(text: str) -> str:
     return text
 
 
-def _token_count(ctx: RunContext, text: str) -> int:
+def reference_token_count(ctx: RunContext, text: str) -> int:
     """Tokens of ``text`` as the DRAGIN code counts them: ``len(tokenizer.encode(text))``.
 
     Special tokens are included; a model without a tokenizer counts whitespace-separated

@@ -269,6 +269,9 @@ class MethodFacts:
     that is no single token's signal."""
     threshold_direction: ClassVar[Literal["above", "below"]] = "above"
     """Whether a value ``"above"`` the threshold retrieves, or one ``"below"`` it."""
+    word_score: ClassVar[tuple[str, str]] = ("RIND s(w)", "RIND")
+    """The label and short name of the score the method gives each draft word
+    (``draft_words``), as the pictures and reports write it: DRAGIN's RIND by default."""
     decision_rule: ClassVar[str] = ""
     """The retrieval rule in words, as the pictures and reports state it (``""``: none)."""
     colour: ClassVar[str] = "#7f7f7f"

@@ -29,6 +29,7 @@ __all__ = [
     "printable",
     "query_words",
     "scale_for",
+    "signal_spec",
     "text_colour",
     "threshold_symbol",
     "thresholded_signal",
@@ -66,6 +67,19 @@ SPECS: dict[str, SignalSpec] = {
     "attention": SignalSpec("attention received a(i)", "a", "PuBu", False),
     "uncertainty": SignalSpec("step uncertainty U", "U", "YlOrRd", False),
 }
+
+
+def signal_spec(record: RecordedRun, signal: Signal) -> SignalSpec:
+    """How ``signal`` is named in ``record``: the word score under its method's own name.
+
+    The ``"rind"`` channel holds each draft word's score, which is RIND for DRAGIN and
+    another method's word score otherwise (``MethodFacts.word_score``).
+    """
+    spec = SPECS[signal]
+    if signal == "rind" and record.method in AVAILABLE_METHODS:
+        label, short = policy_class(record.method).word_score
+        return SignalSpec(label, short, spec.cmap, spec.unit_range)
+    return spec
 
 
 def check_signal(signal: str) -> Signal:
@@ -144,6 +158,8 @@ class Scale:
     threshold: float | None
     cmap: str
     """Colour map name (the figures' colour bars draw matplotlib's map of that name)."""
+    spec: SignalSpec
+    """The signal's name in the record (see [`signal_spec`][])."""
 
     def colour(self, value: float | None) -> str:
         """Hex colour of ``value`` (light grey when not measured)."""
@@ -158,7 +174,7 @@ class Scale:
 
 def scale_for(record: RecordedRun, signal: Signal) -> Scale:
     """The colour scale of ``signal`` over every token of ``record``."""
-    spec = SPECS[signal]
+    spec = signal_spec(record, signal)
     values = [
         v for r in record.rounds for t in r.tokens if (v := token_value(t, signal)) is not None
     ]
@@ -173,7 +189,7 @@ def scale_for(record: RecordedRun, signal: Signal) -> Scale:
             lo, hi = min(lo, threshold), max(hi, threshold * 1.25 if threshold > 0 else threshold)
     if hi - lo < 1e-9:
         hi = lo + 1.0
-    return Scale(signal, lo, hi, threshold, spec.cmap)
+    return Scale(signal, lo, hi, threshold, spec.cmap, spec)
 
 
 def text_colour(background: str) -> str:

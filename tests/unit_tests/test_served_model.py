@@ -196,10 +196,11 @@ def test_the_model_sends_budget_stops_and_sample_seeds() -> None:
 # -- refusals -----------------------------------------------------------------------------
 
 
-def test_dragin_is_refused_at_build_time_on_a_served_model() -> None:
+@pytest.mark.parametrize("method", ["dragin", "etc"])
+def test_attention_methods_are_refused_at_build_time_on_a_served_model(method: str) -> None:
     with pytest.raises(AttentionUnavailableError, match="no serving engine") as caught:
         create_adaptive_rag_graph(
-            ServerLikeChatModel(replies=[ANSWER]), RecordingRetriever(), "dragin"
+            ServerLikeChatModel(replies=[ANSWER]), RecordingRetriever(), method
         )
     assert "ChatTransformers" in str(caught.value) and "is served" in str(caught.value)
 
