@@ -37,6 +37,7 @@ METHODS: dict[str, str] = {
     "dragin": "langchain_adaptive_rag.graphs.dragin:DRAGINPolicy",
     "seakr": "langchain_adaptive_rag.graphs.seakr:SeaKRPolicy",
     "etc": "langchain_adaptive_rag.graphs.etc:ETCPolicy",
+    "uncertainty_gate": "langchain_adaptive_rag.graphs.uncertainty_gate:UncertaintyGatePolicy",
     "self_rag": "langchain_adaptive_rag.graphs.self_rag:SelfRAGPolicy",
     "vanilla": "langchain_adaptive_rag.graphs.ta_are:VanillaPolicy",
     "ta_are": "langchain_adaptive_rag.graphs.ta_are:TAAREPolicy",
@@ -64,6 +65,7 @@ THRESHOLD_FIELDS: dict[str, str] = {
     "dragin": "theta",
     "seakr": "delta",
     "etc": "theta",
+    "uncertainty_gate": "threshold",
 }
 """The config field each calibratable method retrieves by (as the calibration's own)."""
 PROMPT_SETS: tuple[str, ...] = ("2wikimultihopqa", "hotpotqa", "iirc", "strategyqa", "simple_qa")

@@ -6,6 +6,7 @@ tested against values computed by hand.
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import string
@@ -30,6 +31,7 @@ __all__ = [
     "length_normalised_entropy",
     "log_softmax",
     "masked_query",
+    "mean_entropy",
     "merge_tokens_into_words",
     "multi_sample_perplexity",
     "perplexity",
@@ -40,12 +42,15 @@ __all__ = [
     "reference_sentence_spans",
     "rind_scores",
     "rind_trigger",
+    "sample_logprob_variance",
+    "semantic_entropy",
     "split_sentences",
     "token_entropy",
     "token_logprobs",
     "token_sentences",
     "tokens_covering",
     "top_k_entropy",
+    "top_two_margin",
     "word_sentences",
 ]
 
@@ -681,3 +686,65 @@ def energy_score(logsumexp: Sequence[float] | np.ndarray) -> float:
     """Energy ``-mean_t logsumexp(logits_t)``: higher means less confident."""
     values = np.asarray(logsumexp, dtype=np.float64)
     return float(-values.mean()) if values.size else math.inf
+
+
+def mean_entropy(entropies: Sequence[float] | np.ndarray) -> float:
+    """Mean token entropy (nats) of one generated sequence (``inf`` for an empty one)."""
+    values = np.asarray(entropies, dtype=np.float64)
+    return float(values.mean()) if values.size else math.inf
+
+
+def top_two_margin(top_logprobs: np.ndarray) -> float:
+    """Mean over tokens of ``log p(top 1) - log p(top 2)``: the logit margin (0 when empty).
+
+    The gap between the two largest log-probabilities equals the gap between their
+    logits. A small margin means the model hesitated between two tokens.
+
+    Args:
+        top_logprobs: Shape ``(T, k)`` with ``k >= 2``, each row in decreasing order (a
+            generation's ``top_logprobs``).
+
+    Returns:
+        The mean margin.
+    """
+    values = np.asarray(top_logprobs, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] == 0:
+        return 0.0
+    if values.shape[1] < 2:
+        msg = (
+            f"top_two_margin received top log-probabilities of shape {values.shape}. "
+            "Expected at least 2 per token. Fix: decode with top_logprobs >= 2."
+        )
+        raise ValueError(msg)
+    ordered = -np.sort(-values, axis=1)
+    return float((ordered[:, 0] - ordered[:, 1]).mean())
+
+
+def sample_logprob_variance(samples: Sequence[Sequence[float] | np.ndarray]) -> float:
+    """Variance over sampled sequences of their mean token log-probability.
+
+    Samples of a confident model score alike; an unsure one's drift apart. Empty samples
+    are skipped; with fewer than two left the variance is ``inf`` (unsure).
+    """
+    means = [float(np.mean(np.asarray(s, dtype=np.float64))) for s in samples if len(s)]
+    return float(np.var(means)) if len(means) >= 2 else math.inf
+
+
+def semantic_entropy(answers: Sequence[str]) -> float:
+    """Entropy (nats) of the answers' clusters: answers in one cluster share a key.
+
+    The discrete semantic entropy over ``k`` sampled answers: ``-sum_c (n_c / k) log(n_c /
+    k)`` over the clusters ``c`` of equal answers. The caller makes the keys (the package
+    clusters short answers by their normalised text).
+
+    Args:
+        answers: One cluster key per sampled answer.
+
+    Returns:
+        0 when all agree, ``log k`` when all differ (``inf`` for no answer).
+    """
+    if not answers:
+        return math.inf
+    counts = np.array(list(collections.Counter(answers).values()), dtype=np.float64)
+    shares = counts / counts.sum()
+    return float(-(shares * np.log(shares)).sum()) + 0.0  # one cluster: 0, not -0

@@ -257,6 +257,10 @@ class ScriptedResponse:
     token_logprobs: tuple[Mapping[int, float], ...] | None = None
     """Per position, log-probabilities of token ids; a call's
     ``DecodingOptions.token_logprobs`` reads them (an id a position does not list: -100)."""
+    top_logprobs: tuple[tuple[float, ...], ...] | None = None
+    """Per position, the largest log-probabilities in decreasing order; a call's
+    ``DecodingOptions.top_logprobs`` reads the first that many (default: the chosen
+    token's log-probability, then -100)."""
 
     def pieces(self) -> list[str]:
         """The token pieces of the response."""
@@ -393,6 +397,7 @@ class FakeTraceModel:
                 signals.attention,
                 signals.hidden,
                 options.token_logprobs,
+                options.top_logprobs,
             )
             for _ in range(count)
         ]
@@ -419,6 +424,7 @@ class FakeTraceModel:
         attention: bool,
         hidden: bool,
         watched: Sequence[int] = (),
+        top: int = 0,
     ) -> GenerationTrace:
         """One scripted response as a trace."""
         if len(self.prompts) >= len(self.responses):
@@ -478,10 +484,18 @@ class FakeTraceModel:
             watched_logprobs = np.asarray(
                 [[row.get(i, -100.0) for i in watched] for row in rows], dtype=np.float32
             ).reshape(count, len(watched))
+        top_logprobs = None
+        if top:
+            scripted = list(response.top_logprobs or ())[:count]
+            scripted += [(lp,) for lp in logprobs[len(scripted) : count]]
+            top_logprobs = np.asarray(
+                [(tuple(row) + (-100.0,) * top)[:top] for row in scripted], dtype=np.float32
+            ).reshape(count, top)
         return GenerationTrace(
             prompt_ids=np.zeros(0, dtype=np.int64),
             token_ids=np.asarray(ids, dtype=np.int64),
             token_logprobs=watched_logprobs,
+            top_logprobs=top_logprobs,
             tokens=kept,
             text=text,
             logprobs=np.asarray(logprobs[:count], dtype=np.float32),

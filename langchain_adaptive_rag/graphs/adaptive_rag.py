@@ -12,8 +12,11 @@ Algorithm (the paper's section 3):
 The paper trains a small classifier (T5) on labels from the methods' outcomes. The
 classifiers here need no training: ``"rule"`` (default) reads the question's form
 ([`rule_complexity`][]: single-hop ``B`` or multi-hop ``C``), ``"llm"`` asks the chat model
-([`complexity_prompt`][]); a trained one of your own is any callable or Runnable from the
-question to ``"A"``, ``"B"`` or ``"C"``.
+([`complexity_prompt`][]), ``"semantic_entropy"`` and ``"gate"`` read the model's own
+uncertainty about its closed-book answer
+([`complexity_estimates`][langchain_adaptive_rag.graphs.complexity_estimates]); a trained
+one of your own is any callable or Runnable from the question to ``"A"``, ``"B"`` or
+``"C"``.
 
 In graph terms: a ``classify`` node, then the three routes as subgraphs (the compiled
 wo-RAG, SR-RAG and IRCoT graphs; ``get_graph(xray=True)`` draws them nested), then
@@ -50,6 +53,11 @@ from langchain_adaptive_rag.graphs.complexity import (
     read_complexity,
     rule_complexity,
 )
+from langchain_adaptive_rag.graphs.complexity_estimates import (
+    CLASSIFIER_THRESHOLDS,
+    gate_complexity,
+    semantic_entropy_complexity,
+)
 from langchain_adaptive_rag.graphs.fixed import NoRetrievalPolicy, SingleRoundPolicy
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig, IRCoTPolicy, IRCoTReader
 from langchain_adaptive_rag.graphs.ircot_official import (
@@ -66,6 +74,7 @@ from langchain_adaptive_rag.graphs.policy import (
     bump,
     model_call,
 )
+from langchain_adaptive_rag.graphs.uncertainty_gate import GATE_DIRECTIONS, GateEstimator
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
 from langchain_adaptive_rag.served.model import as_trace_model
@@ -152,12 +161,25 @@ class AdaptiveRAGConfig(MethodConfig):
     ([`IRCoTConfig`][]).
     """
 
-    classifier: Literal["rule", "llm"] = "rule"
-    """The built-in classifier: ``"rule"`` ([`rule_complexity`][]; never ``A``) or
-    ``"llm"`` (the chat model answers [`complexity_prompt`][]). A classifier passed to
-    [`create_adaptive_rag_router_graph`][] takes its place."""
+    classifier: Literal["rule", "llm", "semantic_entropy", "gate"] = "rule"
+    """The built-in classifier: ``"rule"`` ([`rule_complexity`][]; never ``A``),
+    ``"llm"`` (the chat model answers [`complexity_prompt`][]), or one from the model's
+    uncertainty about its closed-book answer and ``classifier_thresholds``:
+    ``"semantic_entropy"`` over ``classifier_samples`` sampled answers, or ``"gate"``, an
+    uncertainty gate's ``classifier_estimator`` (see
+    [`complexity_estimates`][langchain_adaptive_rag.graphs.complexity_estimates]). A
+    classifier passed to [`create_adaptive_rag_router_graph`][] takes its place."""
     classifier_max_tokens: int = 4
     """Tokens the ``"llm"`` classifier generates (its reply is one letter)."""
+    classifier_samples: int = 5
+    """Answers the ``"semantic_entropy"`` classifier samples (``k``), and a sample
+    estimator's samples for ``"gate"``."""
+    classifier_estimator: GateEstimator = "margin"
+    """The ``"gate"`` classifier's estimator ([`GateEstimator`][])."""
+    classifier_thresholds: tuple[float, float] | None = None
+    """``(τ_A, τ_C)`` of the uncertainty classifiers: sure answers up to ``τ_A`` are A,
+    unsure ones past ``τ_C`` are C (for the margin, where more is surer: A from ``τ_A``
+    up, C below ``τ_C``); ``None``: [`CLASSIFIER_THRESHOLDS`][]."""
     max_steps: int | None = None
     """The multi-step route's reasoning steps at most (IRCoT's limit; ``None``: 10 in
     reference mode, 8 in paper mode)."""
@@ -183,6 +205,23 @@ class AdaptiveRAGConfig(MethodConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.classifier_samples < 2:
+            msg = (
+                f"AdaptiveRAGConfig.classifier_samples must be >= 2, got {self.classifier_samples}."
+            )
+            raise AdaptiveRAGError(msg)
+        if self.classifier in ("semantic_entropy", "gate"):
+            to_a, to_c = self.uncertainty_thresholds
+            surer_above = (
+                self.classifier == "gate" and GATE_DIRECTIONS[self.classifier_estimator] == "below"
+            )
+            if (to_a < to_c) if surer_above else (to_a > to_c):
+                order = "τ_A >= τ_C" if surer_above else "τ_A <= τ_C"
+                msg = (
+                    f"AdaptiveRAGConfig.classifier_thresholds={self.classifier_thresholds} are "
+                    f"out of order for classifier={self.classifier!r}: expected {order}."
+                )
+                raise AdaptiveRAGError(msg)
         for name in ("classifier_max_tokens", "max_steps", "max_paragraphs", "step_max_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -193,6 +232,26 @@ class AdaptiveRAGConfig(MethodConfig):
             if value is not None and value < 1:
                 msg = f"AdaptiveRAGConfig.{name} must be >= 1 or None, got {value}."
                 raise AdaptiveRAGError(msg)
+
+    @property
+    def uncertainty_thresholds(self) -> tuple[float, float]:
+        """``(τ_A, τ_C)`` of the uncertainty classifiers (given, or the defaults).
+
+        Raises:
+            AdaptiveRAGError: The ``"gate"`` classifier's estimator has no default and
+                none were given.
+        """
+        if self.classifier_thresholds is not None:
+            return self.classifier_thresholds
+        key = self.classifier_estimator if self.classifier == "gate" else "semantic_entropy"
+        if key not in CLASSIFIER_THRESHOLDS:
+            msg = (
+                f"AdaptiveRAGConfig(classifier='gate', classifier_estimator={key!r}) has no "
+                f"default thresholds (defaults exist for {sorted(CLASSIFIER_THRESHOLDS)}). "
+                "Fix: classifier_thresholds=(tau_a, tau_c) on that estimator's scale."
+            )
+            raise AdaptiveRAGError(msg)
+        return CLASSIFIER_THRESHOLDS[key]
 
     @classmethod
     def official_setup(cls, setup: Literal["flan_t5", "gpt"]) -> AdaptiveRAGConfig:
@@ -273,13 +332,15 @@ class AdaptiveRAGRouter(MethodFacts):
         config: AdaptiveRAGConfig,
         model: TraceModel,
         classifier: ComplexityClassifier | None = None,
+        prompts: QAPrompts | None = None,
     ) -> None:
-        """Keep the settings, the model the ``"llm"`` classifier asks, and your classifier.
+        """Keep the settings, the model the classifiers ask, and your classifier.
 
         Args:
             config: The build-time settings.
             model: The chat model.
             classifier: A classifier of your own, used instead of ``config.classifier``.
+            prompts: The QA prompts the uncertainty classifiers answer with.
 
         Raises:
             AdaptiveRAGError: ``classifier`` is neither callable nor a Runnable.
@@ -296,6 +357,7 @@ class AdaptiveRAGRouter(MethodFacts):
         self.config = config
         self.model = model
         self.classifier = classifier
+        self.prompts = prompts or QAPrompts()
 
     @classmethod
     def create_graph(
@@ -360,6 +422,25 @@ class AdaptiveRAGRouter(MethodFacts):
             return label, bump(None), ""
         if config.classifier == "rule":
             return rule_complexity(question), bump(None), ""
+        if config.classifier == "semantic_entropy":
+            return semantic_entropy_complexity(
+                self.model,
+                self.prompts,
+                question,
+                samples=config.classifier_samples,
+                thresholds=config.uncertainty_thresholds,
+                budget=config.generate_max_length,
+            )
+        if config.classifier == "gate":
+            return gate_complexity(
+                self.model,
+                self.prompts,
+                question,
+                estimator=config.classifier_estimator,
+                samples=config.classifier_samples,
+                thresholds=config.uncertainty_thresholds,
+                budget=config.generate_max_length,
+            )
         budget = config.classifier_max_tokens
         base = self.model.decoding  # the model's sampling settings, a reply of one line
         decoding = replace(
@@ -429,7 +510,7 @@ def create_adaptive_rag_router_graph(
         raise AdaptiveRAGError(msg)
     trace_model = as_trace_model(model)
     qa_prompts = prompts or QAPrompts()
-    router = AdaptiveRAGRouter(chosen, trace_model, classifier)
+    router = AdaptiveRAGRouter(chosen, trace_model, classifier, qa_prompts)
     own_fields = frozenset(item.name for item in dataclasses.fields(AdaptiveRAGConfig))
     policies: dict[Complexity, Policy] = {
         "A": NoRetrievalPolicy(chosen.route_config("A")),

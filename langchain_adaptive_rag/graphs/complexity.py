@@ -10,6 +10,10 @@ module gives the two that need no training, and reads any other classifier's out
   in the question's form, so the rule never answers A.
 - [`complexity_prompt`][] and [`read_complexity`][]: the chat model is asked for the
   letter; the first standalone A, B or C in its reply is the class.
+- [`uncertainty_complexity`][]: a class from the model's own uncertainty about its
+  closed-book answer (semantic entropy, or an uncertainty gate's score) and two
+  thresholds: sure enough answers without retrieval (A), unsure ones take several steps
+  (C), the rest one retrieval (B).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = [
     "complexity_prompt",
     "read_complexity",
     "rule_complexity",
+    "uncertainty_complexity",
 ]
 
 Complexity = Literal["A", "B", "C"]
@@ -195,3 +200,29 @@ def read_complexity(value: object, *, source: str) -> Complexity | None:
         return stripped
     found = _LETTER.search(text.strip())
     return found.group(1) if found is not None else None  # type: ignore[return-value]
+
+
+def uncertainty_complexity(
+    value: float, thresholds: tuple[float, float], direction: Literal["above", "below"]
+) -> Complexity:
+    """The class of a question from an uncertainty score and two thresholds.
+
+    With ``direction="above"`` (more is less sure: entropy, perplexity) the class is A up to
+    ``thresholds[0]``, C above ``thresholds[1]`` and B between. With ``"below"`` (more is
+    surer: the top-two margin) it is A from ``thresholds[0]`` up, C below ``thresholds[1]``
+    and B between. ``nan`` (no score) is C.
+
+    Args:
+        value: The score.
+        thresholds: ``(τ_A, τ_C)``.
+        direction: Which side of a threshold is the unsure one.
+
+    Returns:
+        ``"A"``, ``"B"`` or ``"C"``.
+    """
+    to_a, to_c = thresholds
+    if value != value:  # nan
+        return "C"
+    if direction == "above":
+        return "A" if value <= to_a else "C" if value > to_c else "B"
+    return "A" if value >= to_a else "C" if value < to_c else "B"

@@ -272,3 +272,103 @@ def test_each_route_reads_the_official_runs_paragraph_count(
 def test_an_unknown_official_setup_is_named() -> None:
     with pytest.raises(AdaptiveRAGError, match=r"setup='llama'\. Expected one of"):
         AdaptiveRAGConfig.official_setup("llama")  # type: ignore[arg-type]
+
+
+# -- the training-free uncertainty classifiers -------------------------------------------
+
+
+def test_uncertainty_thresholds_give_the_class_by_hand() -> None:
+    from langchain_adaptive_rag.graphs.complexity import uncertainty_complexity
+    from langchain_adaptive_rag.graphs.complexity_estimates import CLASSIFIER_THRESHOLDS
+
+    assert [uncertainty_complexity(v, (0.5, 1.0), "above") for v in (0.0, 0.5, 0.7, 1.0, 1.05)] == [
+        "A",
+        "A",
+        "B",
+        "B",
+        "C",
+    ]
+    # the margin: more is surer
+    assert [uncertainty_complexity(v, (3.0, 1.0), "below") for v in (3.5, 3.0, 2.0, 1.0, 0.4)] == [
+        "A",
+        "A",
+        "B",
+        "B",
+        "C",
+    ]
+    assert uncertainty_complexity(float("nan"), (0.5, 1.0), "above") == "C"
+    assert CLASSIFIER_THRESHOLDS["semantic_entropy"] == (0.6, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("answers", "label", "entropy"),
+    [
+        # 4 of 5 agree (after normalisation): -(0.8 ln 0.8 + 0.2 ln 0.2) = 0.5004 <= 0.6: A
+        (
+            [
+                " So the answer is 1931.",
+                " So the answer is the 1931",
+                " 1931",
+                " So the answer is 1931!",
+                " So the answer is 1930.",
+            ],
+            "A",
+            0.5004,
+        ),
+        # all agree: 0 nats, A (no retrieval); 3-2: 0.673, B
+        ([" So the answer is 1931."] * 5, "A", 0.0),
+        ([" So the answer is 1931."] * 3 + [" So the answer is 1930."] * 2, "B", 0.673),
+        # 2-2-1: 1.0549 > 1.0, C
+        (
+            [
+                " So the answer is 1931.",
+                " So the answer is 1931.",
+                " So the answer is 1930.",
+                " So the answer is 1930.",
+                " So the answer is 1929.",
+            ],
+            "C",
+            1.0549,
+        ),
+    ],
+)
+def test_semantic_entropy_clusters_the_sampled_answers(
+    answers: list[str], label: str, entropy: float
+) -> None:
+    model = FakeTraceModel([*answers, *SCRIPTS[label]])
+    config = AdaptiveRAGConfig(
+        generate_max_length=48, retrieve_topk=2, max_steps=4, classifier="semantic_entropy"
+    )
+    graph = _router(model, config=config)
+    parts = list(graph.stream({"question": QUESTION}, stream_mode="custom"))
+    event = parts[0]
+    assert event["complexity"] == label and event["classifier"] == "semantic_entropy"
+    assert f"semantic entropy {entropy:.3g} nats over 5 sampled answers" in event["note"]
+    assert model.calls[0]["n"] == 5 and model.calls[0]["do_sample"] is True
+    assert model.prompts[0].endswith(f"Question: {QUESTION}\nAnswer:")
+
+
+def test_the_gate_classifier_reads_the_margin_and_counts_its_call() -> None:
+    from langchain_adaptive_rag.testing import ScriptedResponse
+
+    draft = ScriptedResponse(
+        " So the answer is 1931.",
+        top_logprobs=((-0.1, -2.1),) * 5,  # margin 2.0: between τ_C = 1.0 and τ_A = 3.0
+    )
+    model = FakeTraceModel([draft, *SCRIPTS["B"]])
+    config = AdaptiveRAGConfig(generate_max_length=48, retrieve_topk=2, classifier="gate")
+    result = _router(model, config=config).invoke({"question": QUESTION})
+    assert result["complexity"] == "B"
+    alone = _standalone("B")["counts"]
+    assert result["counts"]["llm_calls"] == alone["llm_calls"] + 1
+
+
+def test_uncertainty_thresholds_are_checked() -> None:
+    with pytest.raises(AdaptiveRAGError, match="out of order"):
+        AdaptiveRAGConfig(classifier="semantic_entropy", classifier_thresholds=(1.0, 0.5))
+    with pytest.raises(AdaptiveRAGError, match="out of order"):
+        AdaptiveRAGConfig(classifier="gate", classifier_thresholds=(1.0, 3.0))  # margin
+    with pytest.raises(AdaptiveRAGError, match=r"no default thresholds.*classifier_thresholds"):
+        AdaptiveRAGConfig(classifier="gate", classifier_estimator="energy")
+    with pytest.raises(AdaptiveRAGError, match="classifier_samples must be >= 2"):
+        AdaptiveRAGConfig(classifier_samples=1)

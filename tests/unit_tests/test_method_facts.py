@@ -28,6 +28,7 @@ PAPERS = {
     "dragin": "DRAGIN",
     "seakr": "SeaKR",
     "etc": "ETC",
+    "uncertainty_gate": "Uncertainty gate",
     "self_rag": "Self-RAG",
     "vanilla": "Vanilla",
     "ta_are": "TA-ARE",
@@ -52,6 +53,7 @@ def test_configs_and_thresholds_come_from_the_policies() -> None:
         "dragin": "theta",
         "seakr": "delta",
         "etc": "theta",
+        "uncertainty_gate": "threshold",
     }
     assert policy_class("seakr").threshold_symbol == "δ"
     assert policy_class("dragin").threshold_symbol == "θ"
