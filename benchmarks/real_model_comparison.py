@@ -3,8 +3,10 @@
 Every method answers the first ``--limit`` questions of the HotpotQA and 2WikiMultihopQA
 dev500 samples with BM25 over the 41,417-passage corpus, through ``adaptive-rag eval``
 (each run writes as it goes and resumes: rerun the same command to extend or finish it);
-Vanilla and TA-ARE also decide on the RetrievalQA subset, whose 250 questions all need
-retrieval (retrieval accuracy = the share that retrieved). Printed per method: n, EM and
+the retrieval decisions (Vanilla, TA-ARE, the uncertainty gate, ETC, Adaptive-RAG's
+semantic-entropy router) also run on the RetrievalQA subset, whose 250 questions all need
+retrieval: the share that retrieved, and of the questions wo-RAG answers right without
+retrieval, the share that did not retrieve. Printed per method: n, EM and
 F1 with 95% intervals (Wilson for EM, bootstrap for F1), retrievals, LLM calls, generated
 tokens and seconds per question (each question's own wall time while ``--concurrency``
 questions decode together); then paired bootstrap differences for the papers' claims
@@ -49,6 +51,13 @@ SETTINGS: dict[str, list[str]] = {
 METHODS = [m for m in AVAILABLE_METHODS if policy_class(m).trained_model is None or m in SETTINGS]
 """Every method Gemma 3 270M runs: not Self-RAG (it needs its reflection tokens) or the
 tool agent (a chat model that calls tools); the search agent with demonstrations."""
+VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "adaptive_rag_se": ("adaptive_rag", ["classifier=semantic_entropy"]),
+}
+"""Rows that run a method with other settings: its run directory's name, the method and
+its ``--config`` settings."""
+DECISIONS = ["no_retrieval", "vanilla", "ta_are", "uncertainty_gate", "etc", "adaptive_rag_se"]
+"""The rows run on RetrievalQA (wo-RAG: which questions the model answers right alone)."""
 # the papers' claims as (better, worse) pairs compared on the same questions
 CLAIMS = [
     ("dragin", "flare"),
@@ -61,6 +70,12 @@ CLAIMS = [
     ("single_round", "no_retrieval"),
     ("search_agent", "dragin"),
     ("search_agent", "ircot"),
+    ("etc", "dragin"),
+    ("etc", "flare"),
+    ("etc", "single_round"),
+    ("uncertainty_gate", "single_round"),
+    ("uncertainty_gate", "dragin"),
+    ("adaptive_rag_se", "adaptive_rag"),
 ]
 SEED = 0
 
@@ -84,7 +99,16 @@ def bootstrap(values: np.ndarray, rounds: int = 2000) -> tuple[float, float]:
     return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
 
 
-def run_eval(args: argparse.Namespace, method: str, dataset: str, data: Path, out: Path) -> None:
+def name_of(row: str) -> str:
+    """A row's name in the tables."""
+    if row in VARIANTS:
+        method, settings = VARIANTS[row]
+        return f"{display_name(method)} ({', '.join(settings)})"
+    return display_name(row)
+
+
+def run_eval(args: argparse.Namespace, row: str, dataset: str, data: Path, out: Path) -> None:
+    method, settings = VARIANTS.get(row, (row, SETTINGS.get(row, [])))
     command = [
         sys.executable,
         "-m",
@@ -108,7 +132,7 @@ def run_eval(args: argparse.Namespace, method: str, dataset: str, data: Path, ou
     ]
     if dataset != "retrievalqa":
         command += ["--index", str(args.out / "index")]
-    for item in SETTINGS.get(method, []):
+    for item in settings:
         command += ["--config", item]
     print("$", " ".join(command[2:]), flush=True)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -160,7 +184,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100, help="questions per dataset")
     parser.add_argument("--retrievalqa-limit", type=int, default=250)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--methods", default=",".join([*METHODS, *VARIANTS]))
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--model", type=Path, help="model directory (default: Gemma 3 270M)")
@@ -185,7 +209,7 @@ def main() -> None:
                     args.data_dir / DATASETS[dataset],
                     args.out / f"{dataset}-{method}",
                 )
-        for method in ("vanilla", "ta_are"):
+        for method in DECISIONS:
             if method in methods:
                 data = args.data_dir / "retrievalqa" / "retrievalqa_gpt4.jsonl"
                 run_eval(args, method, "retrievalqa", data, args.out / f"retrievalqa-{method}")
@@ -198,7 +222,7 @@ def main() -> None:
         )
         print("|---|---:|---|---|---:|---:|---:|---:|")
         for method in methods:
-            print(row_of(display_name(method), results[(dataset, method)]))
+            print(row_of(name_of(method), results[(dataset, method)]))
         print("\nPaired differences on the same questions (* : 95% interval excludes 0)\n")
         print("| claim | EM difference | F1 difference |")
         print("|---|---|---|")
@@ -206,29 +230,43 @@ def main() -> None:
             if better in methods and worse in methods:
                 a, b = results[(dataset, better)], results[(dataset, worse)]
                 print(
-                    f"| {display_name(better)} > {display_name(worse)} | {paired(a, b, 'em')} | "
+                    f"| {name_of(better)} > {name_of(worse)} | {paired(a, b, 'em')} | "
                     f"{paired(a, b, 'f1')} |"
                 )
     print("\nRetrievalQA subset (all questions need retrieval)\n")
-    print("| method | n | retrieval accuracy [95% CI] | decisions parsed | match |")
-    print("|---|---:|---|---:|---:|")
-    for method in ("vanilla", "ta_are"):
-        rows = read(args.out / f"retrievalqa-{method}")
-        n = len(rows)
-        hits = sum(1 for r in rows if r["counts"]["retrievals"] > 0)
-        lo, hi = wilson(hits, n)
-        match = float(np.mean([r["metrics"].get("match", 0.0) for r in rows])) if rows else 0.0
-        accuracy = hits / n if n else math.nan
-        # an unparseable decision retrieves by default: its note says so
-        parsed = sum(
-            1
-            for r in rows
-            if not any("unparseable" in (e.get("note") or "") for e in r["retrievals"])
-        )
-        print(
-            f"| {display_name(method)} | {n} | {accuracy:.3f} [{lo:.3f}, {hi:.3f}] | {parsed} | "
-            f"{match:.3f} |"
-        )
+    print(
+        "| method | n | retrieved [95% CI] | kept from retrieving when wo-RAG is right "
+        "[95% CI] | match [95% CI] | retrievals/q | LLM calls/q |"
+    )
+    print("|---|---:|---|---|---|---:|---:|")
+    alone = {
+        r["id"]: r["metrics"].get("match", 0.0) for r in read(args.out / "retrievalqa-no_retrieval")
+    }
+    known = {q for q, m in alone.items() if m > 0}
+    for method in DECISIONS:
+        print(decision_row(name_of(method), read(args.out / f"retrievalqa-{method}"), known))
+
+
+def decision_row(name: str, rows: list[dict[str, Any]], known: set[str]) -> str:
+    """One RetrievalQA row: how often a method retrieved, and kept from it when it knew."""
+    n = len(rows)
+    if n == 0:
+        return f"| {name} | 0 | not run | | | | |"
+    retrieved = [r["counts"]["retrievals"] > 0 for r in rows]
+    hits = sum(retrieved)
+    lo, hi = wilson(hits, n)
+    kept = [not did for r, did in zip(rows, retrieved, strict=True) if r["id"] in known]
+    klo, khi = wilson(sum(kept), len(kept))
+    share = sum(kept) / len(kept) if kept else math.nan
+    match = [float(r["metrics"].get("match", 0.0)) for r in rows]
+    mlo, mhi = wilson(sum(match), n)
+    calls = float(np.mean([r["counts"]["llm_calls"] for r in rows]))
+    retrievals = float(np.mean([r["counts"]["retrievals"] for r in rows]))
+    return (
+        f"| {name} | {n} | {hits / n:.3f} [{lo:.3f}, {hi:.3f}] | {share:.3f} [{klo:.3f}, "
+        f"{khi:.3f}] (of {len(kept)}) | {np.mean(match):.3f} [{mlo:.3f}, {mhi:.3f}] | "
+        f"{retrievals:.2f} | {calls:.1f} |"
+    )
 
 
 if __name__ == "__main__":

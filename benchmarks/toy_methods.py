@@ -2,10 +2,11 @@
 
 1. The 230 toy questions become evaluation examples (``toy_examples``) and are split
    into dev and test with each category's share kept (``split_dev_test``, seed 0).
-2. On dev, the thresholds of FLARE (``theta``), DRAGIN (``theta``), SeaKR (``delta``) and
-   ETC (``theta``)
-   are swept with ``calibrate_threshold`` and one value is chosen by the stated rule
-   (``choose_threshold``: best F1, ties to fewer retrievals); the curves are printed.
+2. On dev, the thresholds of FLARE (``theta``), DRAGIN (``theta``), SeaKR (``delta``),
+   ETC (``theta``) and the margin gate (``threshold``; the toy model's margins lie
+   between 11 and 13 nats) are swept with ``calibrate_threshold`` and one value is
+   chosen by the stated rule (``choose_threshold``: best F1, ties to fewer retrievals);
+   the curves are printed.
 3. On test, every method runs with ``evaluate_method`` (its own resumable run directory),
    the calibrated methods with their chosen value, the others with ``TOY_CONFIGS``, and
    one table compares them: EM, F1, EM per category, retrievals, LLM calls, tokens and
@@ -54,6 +55,7 @@ SWEEPS: dict[str, tuple[float, ...]] = {
     "dragin": (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
     "seakr": (-8.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0),
     "etc": (0.1, 0.3, 0.5, 0.8, 1.0, 1.3, 1.6, 2.0, 3.0),
+    "uncertainty_gate": (11.0, 11.5, 11.8, 12.0, 12.2, 12.4, 12.6, 13.0),
 }
 """Candidate thresholds per calibrated method."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypedDict, cast
+from typing import ClassVar, Literal, TypedDict, cast
 
 import numpy as np
 from langgraph.types import Checkpointer
@@ -158,7 +158,7 @@ class ETCPolicy(Policy):
     threshold_field = "theta"
     threshold_signal = "rind"
     threshold_direction = "above"
-    word_score = ("ETC score M·a", "ETC")
+    signal_names: ClassVar[dict[str, tuple[str, str]]] = {"rind": ("ETC score M·a", "ETC")}
     decision_rule = (
         "ETC retrieves at the first word whose smoothed second difference of entropy, "
         "times its sentence-normalised attention, passes θ"

@@ -269,9 +269,10 @@ class MethodFacts:
     that is no single token's signal."""
     threshold_direction: ClassVar[Literal["above", "below"]] = "above"
     """Whether a value ``"above"`` the threshold retrieves, or one ``"below"`` it."""
-    word_score: ClassVar[tuple[str, str]] = ("RIND s(w)", "RIND")
-    """The label and short name of the score the method gives each draft word
-    (``draft_words``), as the pictures and reports write it: DRAGIN's RIND by default."""
+    signal_names: ClassVar[dict[str, tuple[str, str]]] = {}
+    """The method's own label and short name of a signal the pictures and reports show,
+    where it is not the default's: the ``"rind"`` channel holds each draft word's score
+    (RIND for DRAGIN; ETC's score for ETC), ``"uncertainty"`` a draft's need score."""
     decision_rule: ClassVar[str] = ""
     """The retrieval rule in words, as the pictures and reports state it (``""``: none)."""
     colour: ClassVar[str] = "#7f7f7f"

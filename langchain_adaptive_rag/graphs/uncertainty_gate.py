@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal, cast
+from typing import ClassVar, Literal, cast
 
 from langgraph.types import Checkpointer
 from typing_extensions import NotRequired
@@ -232,6 +232,9 @@ class UncertaintyGatePolicy(Policy):
         "margin: below it; the other estimators: above it)"
     )
     colour = "#c49c94"
+    signal_names: ClassVar[dict[str, tuple[str, str]]] = {
+        "uncertainty": ("closed-book answer's uncertainty u", "u")
+    }
     config: UncertaintyGateConfig
     state_schema = UncertaintyGateState
 

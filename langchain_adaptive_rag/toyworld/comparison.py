@@ -28,12 +28,14 @@ from langchain_adaptive_rag.graphs import (
 )
 from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
 from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+from langchain_adaptive_rag.graphs.etc import ETCConfig
 from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
+from langchain_adaptive_rag.graphs.uncertainty_gate import UncertaintyGateConfig
 from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import RetrievalEvent
@@ -77,6 +79,8 @@ TOY_CONFIGS: dict[str, MethodConfig] = {
         rerank_margin=0.3,
         mode="paper",
     ),
+    "etc": ETCConfig(generate_max_length=48, query_top_n=6),
+    "uncertainty_gate": UncertaintyGateConfig(generate_max_length=48),
     "vanilla": TAAREConfig(generate_max_length=48, answer_prompt="qa"),
     "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026", answer_prompt="qa"),
 }

@@ -70,15 +70,16 @@ SPECS: dict[str, SignalSpec] = {
 
 
 def signal_spec(record: RecordedRun, signal: Signal) -> SignalSpec:
-    """How ``signal`` is named in ``record``: the word score under its method's own name.
+    """How ``signal`` is named in ``record``: under its method's own name, if it has one.
 
-    The ``"rind"`` channel holds each draft word's score, which is RIND for DRAGIN and
-    another method's word score otherwise (``MethodFacts.word_score``).
+    The ``"rind"`` channel holds each draft word's score, RIND for DRAGIN and another
+    method's word score otherwise (``MethodFacts.signal_names``).
     """
     spec = SPECS[signal]
-    if signal == "rind" and record.method in AVAILABLE_METHODS:
-        label, short = policy_class(record.method).word_score
-        return SignalSpec(label, short, spec.cmap, spec.unit_range)
+    if record.method in AVAILABLE_METHODS:
+        named = policy_class(record.method).signal_names.get(signal)
+        if named is not None:
+            return SignalSpec(named[0], named[1], spec.cmap, spec.unit_range)
     return spec
 
 

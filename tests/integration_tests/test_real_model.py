@@ -255,6 +255,32 @@ def test_self_rag_refuses_a_model_without_its_reflection_tokens(chat: ChatTransf
         create_adaptive_rag_graph(chat, retriever, "self_rag")
 
 
+@pytest.mark.parametrize("classifier", ["semantic_entropy", "gate"])
+def test_the_router_classifies_by_the_models_own_uncertainty(
+    chat: ChatTransformers, classifier: str
+) -> None:
+    questions = _questions(2)
+    passages = [p["text"] for q in questions for p in q["paragraphs"]]
+    retriever = create_bm25_retriever(passages, k=3)
+    config = AdaptiveRAGConfig(
+        generate_max_length=32,
+        classifier=classifier,  # type: ignore[arg-type]
+        classifier_samples=3,
+        max_steps=2,
+        retrieve_topk=3,
+        step_max_tokens=32,
+    )
+    graph = create_adaptive_rag_graph(
+        chat, retriever, "adaptive_rag", config=config, prompts=PROMPTS
+    )
+    for question in questions:
+        events = list(graph.stream({"question": question["question"]}, stream_mode="custom"))
+        (event,) = [e for e in events if e.get("event") == "complexity"]
+        assert event["complexity"] in ("A", "B", "C") and event["classifier"] == classifier
+        expected = "semantic entropy" if classifier == "semantic_entropy" else "margin"
+        assert expected in event["note"], event
+
+
 @pytest.mark.parametrize("method", ANY_MODEL)
 def test_each_method_answers_real_questions_in_the_papers_format(
     chat: ChatTransformers, method: str

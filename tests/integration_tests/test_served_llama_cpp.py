@@ -30,6 +30,7 @@ from langchain_adaptive_rag.cli import main
 from langchain_adaptive_rag.errors import AdaptiveRAGError, ModelServerError
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import config_class, create_adaptive_rag_graph
+from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
 from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
@@ -59,6 +60,7 @@ TEXT_AND_LOGPROB_METHODS = (
     "vanilla",
     "ta_are",
     "seakr",
+    "uncertainty_gate",
 )
 
 
@@ -122,6 +124,28 @@ def test_each_text_and_logprob_method_answers_through_chat_openai(server: str, m
         assert "the answer is" in result["text"].lower(), (method, result["text"])
     assert counts["llm_calls"] <= (40 if method == "seakr" else 8), (method, counts)
     assert counts["generated_tokens"] > 0
+
+
+def test_the_router_classifies_by_the_semantic_entropy_of_served_samples(server: str) -> None:
+    (question,) = _questions(1)
+    retriever = create_bm25_retriever([p["text"] for p in question["paragraphs"]], k=3)
+    config = AdaptiveRAGConfig(
+        generate_max_length=16,
+        classifier="semantic_entropy",
+        classifier_samples=3,
+        max_steps=2,
+        step_max_tokens=16,
+    )
+    chat = _chat(server)
+    graph = create_adaptive_rag_graph(
+        chat, retriever, "adaptive_rag", config=config, prompts=PROMPTS
+    )
+    events = [
+        part for part in graph.stream({"question": question["question"]}, stream_mode="custom")
+    ]
+    (event,) = [e for e in events if e.get("event") == "complexity"]
+    assert event["complexity"] in ("A", "B", "C")
+    assert "semantic entropy" in event["note"] and "over 3 sampled answers" in event["note"]
 
 
 def test_flare_on_the_server_reads_the_probabilities_the_dequantized_weights_give(

@@ -139,3 +139,15 @@ def test_the_config_is_checked() -> None:
         UncertaintyGateConfig(threshold=math.inf)
     assert UncertaintyGateConfig(estimator="ln_entropy").rows_per_call == 6
     assert UncertaintyGateConfig().gate_threshold == 2.0
+
+
+def test_the_report_names_the_gate_score_and_its_threshold() -> None:
+    from langchain_adaptive_rag.visualize import record_run, tokens_html
+
+    chat = FakeTraceModel([_draft((0.5, 0.5, 0.5, 1.0, 1.0, 1.0)), ANSWER])
+    graph = create_uncertainty_gate_graph(chat, RecordingRetriever(), prompts=NO_SHOTS)
+    record = record_run(graph, QUESTION)
+    assert record.rounds[0].uncertainty == pytest.approx(0.75)
+    html = tokens_html(record)
+    assert "uncertainty u" in html  # the gate's own name for its score
+    assert "τ = 2" in html
