@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         create_adaptive_rag_graph,
         create_adaptive_rag_router_graph,
         create_dragin_graph,
+        create_etc_graph,
         create_fix_length_graph,
         create_fix_sentence_graph,
         create_flare_graph,
@@ -44,10 +45,12 @@ if TYPE_CHECKING:
         create_single_round_graph,
         create_ta_are_graph,
         create_tool_agent_graph,
+        create_uncertainty_gate_graph,
         create_vanilla_graph,
     )
     from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
     from langchain_adaptive_rag.graphs.dragin import DRAGINConfig
+    from langchain_adaptive_rag.graphs.etc import ETCConfig
     from langchain_adaptive_rag.graphs.fixed import FixLengthConfig, FixSentenceConfig
     from langchain_adaptive_rag.graphs.flare import FLAREConfig
     from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
     from langchain_adaptive_rag.graphs.tool import create_rag_tool
     from langchain_adaptive_rag.graphs.tool_agent import ToolAgentConfig
+    from langchain_adaptive_rag.graphs.uncertainty_gate import UncertaintyGateConfig
     from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions, GenerationTrace
     from langchain_adaptive_rag.prompts import Exemplar, QAPrompts
     from langchain_adaptive_rag.retrievers import (
@@ -87,6 +91,8 @@ _EXPORTS: dict[str, str] = {
     "create_adaptive_rag_router_graph": "langchain_adaptive_rag.graphs",
     "create_bm25_retriever": "langchain_adaptive_rag.retrievers",
     "create_dragin_graph": "langchain_adaptive_rag.graphs",
+    "create_etc_graph": "langchain_adaptive_rag.graphs",
+    "create_uncertainty_gate_graph": "langchain_adaptive_rag.graphs",
     "create_fix_length_graph": "langchain_adaptive_rag.graphs",
     "create_fix_sentence_graph": "langchain_adaptive_rag.graphs",
     "create_flare_graph": "langchain_adaptive_rag.graphs",
@@ -102,6 +108,8 @@ _EXPORTS: dict[str, str] = {
     "create_vanilla_graph": "langchain_adaptive_rag.graphs",
     "dataset_prompts": "langchain_adaptive_rag.exemplars",
     "DRAGINConfig": "langchain_adaptive_rag.graphs.dragin",
+    "ETCConfig": "langchain_adaptive_rag.graphs.etc",
+    "UncertaintyGateConfig": "langchain_adaptive_rag.graphs.uncertainty_gate",
     "Exemplar": "langchain_adaptive_rag.prompts",
     "FixLengthConfig": "langchain_adaptive_rag.graphs.fixed",
     "FixSentenceConfig": "langchain_adaptive_rag.graphs.fixed",
@@ -144,6 +152,7 @@ __all__ = [
     "ChatTransformers",
     "DRAGINConfig",
     "DecodingOptions",
+    "ETCConfig",
     "Exemplar",
     "FLAREConfig",
     "FixLengthConfig",
@@ -164,10 +173,12 @@ __all__ = [
     "TAAREConfig",
     "TokenSignals",
     "ToolAgentConfig",
+    "UncertaintyGateConfig",
     "create_adaptive_rag_graph",
     "create_adaptive_rag_router_graph",
     "create_bm25_retriever",
     "create_dragin_graph",
+    "create_etc_graph",
     "create_fix_length_graph",
     "create_fix_sentence_graph",
     "create_flare_graph",
@@ -180,6 +191,7 @@ __all__ = [
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_tool_agent_graph",
+    "create_uncertainty_gate_graph",
     "create_vanilla_graph",
     "dataset_prompts",
     "get_token_signals",

@@ -12,6 +12,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.adaptive_rag import create_adaptive_rag_router_graph
 from langchain_adaptive_rag.graphs.dragin import create_dragin_graph
+from langchain_adaptive_rag.graphs.etc import create_etc_graph
 from langchain_adaptive_rag.graphs.fixed import (
     create_fix_length_graph,
     create_fix_sentence_graph,
@@ -29,6 +30,7 @@ from langchain_adaptive_rag.graphs.ta_are import (
     create_vanilla_graph,
 )
 from langchain_adaptive_rag.graphs.tool_agent import create_tool_agent_graph
+from langchain_adaptive_rag.graphs.uncertainty_gate import create_uncertainty_gate_graph
 from langchain_adaptive_rag.options import GraphModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
@@ -42,6 +44,7 @@ __all__ = [
     "create_adaptive_rag_graph",
     "create_adaptive_rag_router_graph",
     "create_dragin_graph",
+    "create_etc_graph",
     "create_fix_length_graph",
     "create_fix_sentence_graph",
     "create_flare_graph",
@@ -53,6 +56,7 @@ __all__ = [
     "create_single_round_graph",
     "create_ta_are_graph",
     "create_tool_agent_graph",
+    "create_uncertainty_gate_graph",
     "create_vanilla_graph",
     "display_name",
     "policy_class",
