@@ -90,7 +90,8 @@ def test_every_method_is_served(server: str) -> None:
     graphs = {a["graph_id"] for a in client.assistants.search(limit=50)}
     assert graphs == {
         "no_retrieval", "single_round", "fix_length", "fix_sentence", "ircot",
-        "adaptive_rag", "flare", "dragin", "seakr", "vanilla", "ta_are",
+        "adaptive_rag", "flare", "dragin", "seakr", "etc", "uncertainty_gate", "vanilla",
+        "ta_are",
     }  # fmt: skip
     schema = client.assistants.get_schemas(
         next(a["assistant_id"] for a in client.assistants.search(graph_id="dragin"))
