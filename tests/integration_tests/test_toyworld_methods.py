@@ -173,3 +173,30 @@ def test_dragin_mostly_does_not_retrieve_on_known_facts(held_out: list[ToyQuesti
     retrieving = sum(bool(state["retrievals"]) for state in _eight_at_a_time("dragin", known))
     assert len(known) == 71
     assert retrieving < len(known) / 2, f"{retrieving} of {len(known)} retrieve"
+
+
+def test_the_router_classifies_toy_questions_by_semantic_entropy() -> None:
+    from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
+    from langchain_adaptive_rag.graphs.adaptive_rag import AdaptiveRAGConfig
+
+    config = AdaptiveRAGConfig(
+        generate_max_length=48, retrieve_topk=3, max_paragraphs=6, classifier="semantic_entropy"
+    )
+    graph = create_adaptive_rag_graph(
+        load_toy_model(), toy_retriever(), "adaptive_rag", config=config, prompts=TOY_PROMPTS
+    )
+    question = demo_questions(toy_questions(), per_category=1)[0]
+    events: list[dict[str, object]] = []
+    final: dict[str, object] = {}
+    for mode, part in graph.stream(
+        {"question": question.question}, stream_mode=["custom", "values"]
+    ):
+        if mode == "custom":
+            events.append(part)
+        else:
+            final = part
+    (event,) = [e for e in events if e.get("event") == "complexity"]
+    assert event["complexity"] in ("A", "B", "C")
+    assert "over 5 sampled answers" in str(event["note"])
+    counts = final["counts"]
+    assert isinstance(counts, dict) and counts["llm_calls"] >= 6  # 5 samples, then the route
