@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
@@ -65,6 +65,8 @@ from langchain_adaptive_rag.graphs.ircot_official import (
     without_question_words,
 )
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     MethodFacts,
@@ -160,6 +162,17 @@ class AdaptiveRAGConfig(MethodConfig):
     route; ``max_steps``, ``max_paragraphs`` and ``reader`` are the multi-step route's
     ([`IRCoTConfig`][]).
     """
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "classifier_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+        "classifier_samples": (2, 256, "sampled answers, decoded in one call"),
+        "max_steps": (1, 1000, "reasoning steps, each one LLM call"),
+        "max_paragraphs": (1, 1000, "paragraphs, more than any prompt holds"),
+        "single_step_topk": (1, 1000, "passages, more than any prompt holds"),
+        "multi_step_topk": (1, 1000, "passages, more than any prompt holds"),
+        "step_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
+    token_budgets: ClassVar[tuple[str, ...]] = ("classifier_max_tokens", "step_max_tokens")
 
     classifier: Literal["rule", "llm", "semantic_entropy", "gate"] = "rule"
     """The built-in classifier: ``"rule"`` ([`rule_complexity`][]; never ``A``),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, cast
+from typing import ClassVar, Literal, Protocol, cast
 
 import numpy as np
 from langgraph.types import Checkpointer
@@ -33,6 +33,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     MethodConfig,
     Policy,
     RunContext,
@@ -91,6 +93,11 @@ class AttentionModel(TraceModel, Protocol):
 @dataclass(frozen=True)
 class DRAGINConfig(MethodConfig):
     """DRAGIN settings (the DRAGIN code's names in brackets)."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "query_top_n": (1, 100_000, "words, more than any draft and question hold"),
+        "query_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
 
     theta: float = 1.0
     """RIND threshold ``theta`` [``hallucination_threshold``]. The DRAGIN repository's

@@ -47,6 +47,8 @@ from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adapt
 from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.dragin import cut_for_evaluation, reference_token_count
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     MethodConfig,
     Policy,
     RunContext,
@@ -68,6 +70,11 @@ __all__ = ["ETCConfig", "ETCPolicy", "create_etc_graph"]
 @dataclass(frozen=True)
 class ETCConfig(MethodConfig):
     """ETC settings (the ETC code's names in brackets)."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "query_top_n": (1, 100_000, "words, more than any draft and question hold"),
+        "query_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
 
     theta: float = 1.3
     """Threshold ``θ`` on a word's score [``hallucination_threshold``]: 1.3 in the

@@ -9,13 +9,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from langgraph.types import Checkpointer
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     Policy,
@@ -92,6 +94,11 @@ class SingleRoundPolicy(RetrieveEveryRound):
 @dataclass(frozen=True)
 class FixLengthConfig(MethodConfig):
     """FL-RAG settings."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "fix_length": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
+    token_budgets: ClassVar[tuple[str, ...]] = ("fix_length",)
 
     fix_length: int = 32
     """Tokens generated between retrievals (``n``). The DRAGIN code reads

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from langgraph.types import Checkpointer
@@ -28,6 +28,8 @@ from langgraph.types import Checkpointer
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     Policy,
@@ -55,6 +57,10 @@ __all__ = ["FLAREConfig", "FLAREPolicy", "create_flare_graph"]
 @dataclass(frozen=True)
 class FLAREConfig(MethodConfig):
     """FLARE settings."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "query_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
 
     theta: float = 0.4
     """Trigger threshold ``theta``. Rule ``any_token``: a sentence is uncertain if a token has

@@ -29,7 +29,7 @@ documents, every step reads the whole collection.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import ClassVar, Literal, cast
 
 from langgraph.types import Checkpointer
 from typing_extensions import NotRequired
@@ -48,6 +48,8 @@ from langchain_adaptive_rag.graphs.ircot_official import (
     without_question_words,
 )
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     RunContext,
@@ -80,6 +82,13 @@ answer (as in FlashRAG's IRCoT)."""
 @dataclass(frozen=True)
 class IRCoTConfig(MethodConfig):
     """IRCoT settings (the paper's symbols and values)."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "max_steps": (1, 1000, "reasoning steps, each one LLM call"),
+        "max_paragraphs": (1, 1000, "paragraphs, more than any prompt holds"),
+        "step_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
+    token_budgets: ClassVar[tuple[str, ...]] = ("step_max_tokens",)
 
     retrieve_topk: int = 4
     """Paragraphs per retrieval (``K``; the paper picks K from {2, 4, 6, 8} on dev data)."""

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NEED_ROUTES",
+    "TOKENS_CAP",
+    "CountRange",
     "GraphModel",
     "MethodConfig",
     "MethodFacts",
@@ -67,6 +69,13 @@ without new documents (``continue_generation``), draft again, or ``finalize``.""
 
 NEED_ROUTES: tuple[str, ...] = ("formulate_query", "continue_generation", "draft", "finalize")
 """Every [`NeedRoute`][]."""
+
+
+TOKENS_CAP = 1_048_576
+"""The most tokens any token count of a config may name (2**20: past any model's context)."""
+
+CountRange = tuple[int, int, str]
+"""A count's lowest and highest value, and what the highest stands for (the error says)."""
 
 
 @dataclass(frozen=True)
@@ -88,14 +97,74 @@ class MethodConfig:
     forced_answer_tokens: int = 20
     """Tokens generated after the forced ``So the answer is`` when no answer was given."""
 
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "generate_max_length": (1, TOKENS_CAP, "tokens, more than any model's context"),
+        "retrieve_topk": (1, 1000, "passages, more than any prompt holds"),
+        "max_rounds": (1, 100_000, "rounds, a safety net the budget ends runs before"),
+        "forced_answer_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
+    """The range of each count this class adds (its subclasses add theirs): every integer
+    field that sizes work or memory. A value outside is refused when the config is made,
+    for a per-call override too (``docs/methods.md`` lists them)."""
+    token_budgets: ClassVar[tuple[str, ...]] = ("generate_max_length", "forced_answer_tokens")
+    """The counts this class adds that are tokens one generation may take: each must also
+    fit the model's context, checked when the graph is built and when a call overrides it."""
+
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for item in fields(self):
             _check_type(type(self).__name__, item.name, getattr(self, item.name), hints[item.name])
-        for name in ("generate_max_length", "retrieve_topk", "max_rounds", "forced_answer_tokens"):
+        for name, (low, high, unit) in self.all_count_ranges().items():
             value = getattr(self, name)
-            if value < 1:
-                msg = f"{type(self).__name__}.{name} must be >= 1, got {value}."
+            if value is None:
+                continue
+            if value < low:
+                msg = f"{type(self).__name__}.{name} must be >= {low}, got {value}."
+                raise AdaptiveRAGError(msg)
+            if value > high:
+                msg = (
+                    f"{type(self).__name__}.{name} must be at most {high} ({unit}), got "
+                    f"{value}. Fix: set {name} to at most {high}."
+                )
+                raise AdaptiveRAGError(msg)
+
+    @classmethod
+    def all_count_ranges(cls) -> dict[str, CountRange]:
+        """Every count's range: this class's and its bases' ``count_ranges``."""
+        merged: dict[str, CountRange] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("count_ranges", {}))
+        return merged
+
+    @classmethod
+    def all_token_budgets(cls) -> tuple[str, ...]:
+        """Every count that is one generation's tokens: this class's and its bases'."""
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            names.extend(vars(klass).get("token_budgets", ()))
+        return tuple(dict.fromkeys(names))
+
+    def check_context(self, context_length: int | None) -> None:
+        """Fail when a token budget cannot fit the model's context.
+
+        Args:
+            context_length: Positions the model's context holds (``None``: unknown, as for
+                a served model; nothing is checked).
+
+        Raises:
+            AdaptiveRAGError: A token budget is larger than the context, naming the field,
+                its value, the limit and the fix.
+        """
+        if context_length is None:
+            return
+        for name in self.all_token_budgets():
+            value = getattr(self, name)
+            if value is not None and value > context_length:
+                msg = (
+                    f"{type(self).__name__}.{name} must fit the model's context of "
+                    f"{context_length} positions (no generation can take more tokens), got "
+                    f"{value}. Fix: set {name} to at most {context_length}."
+                )
                 raise AdaptiveRAGError(msg)
 
     @property
@@ -369,9 +438,13 @@ class Policy(MethodFacts):
 
         Raises:
             AttentionUnavailableError: The method needs attention and the model has none.
+            AdaptiveRAGError: A token budget is larger than the model's context.
         """
         if self.needs_attention:
             model.check_attention(self.attention_layer)
+        capabilities = getattr(model, "capabilities", None)
+        limit = getattr(capabilities, "context_length", None)
+        self.config.check_context(limit if isinstance(limit, int) else None)
 
     @property
     def reads_logprobs(self) -> bool:

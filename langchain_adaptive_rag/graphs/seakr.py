@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, cast
+from typing import ClassVar, Literal, cast
 
 import numpy as np
 from langgraph.types import Checkpointer
@@ -36,6 +36,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     Policy,
@@ -92,6 +94,12 @@ def middle_layer(num_layers: int) -> int:
 @dataclass(frozen=True)
 class SeaKRConfig(MethodConfig):
     """SeaKR settings (the paper's symbols)."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "num_samples": (1, 256, "samples, decoded with the greedy step in one call"),
+        "max_docs": (1, 1000, "documents, more than any prompt holds"),
+        "query_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
 
     delta: float = -6.0
     """Retrieval threshold ``delta`` on ``U`` (Llama-2-7B, layer 15). ``U`` is not

@@ -29,7 +29,7 @@ query between the tags, ``rerank`` formats the documents (Reason-in-Documents),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import ClassVar, cast
 
 from langgraph.config import get_stream_writer
 from langgraph.types import Checkpointer
@@ -39,6 +39,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     Policy,
@@ -75,6 +77,14 @@ __all__ = [
 @dataclass(frozen=True)
 class SearchAgentConfig(MethodConfig):
     """Search-agent settings; ``None`` takes the protocol's own value."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "max_searches": (1, 1000, "searches, each one retrieval"),
+        "max_turns": (1, 1000, "turns, each one LLM call"),
+        "turn_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+        "reason_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+    }
+    token_budgets: ClassVar[tuple[str, ...]] = ("turn_max_tokens", "reason_max_tokens")
 
     protocol: SearchProtocolName | SearchProtocol = "search_o1"
     """A preset's name (``"search_o1"``, ``"search_o1_fewshot"``, ``"search_r1"``,

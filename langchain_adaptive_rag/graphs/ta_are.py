@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -26,6 +26,8 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.policy import (
+    TOKENS_CAP,
+    CountRange,
     GraphModel,
     MethodConfig,
     Policy,
@@ -85,6 +87,12 @@ def parse_decision(text: str) -> bool | None:
 @dataclass(frozen=True)
 class TAAREConfig(MethodConfig):
     """Vanilla / TA-ARE settings (short-form QA: greedy, 100 tokens, top-5 documents)."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "decision_max_tokens": (1, TOKENS_CAP, "tokens, more than any model's context"),
+        "nearest_yes": (0, 64, "demonstrations, more than any prompt holds"),
+    }
+    token_budgets: ClassVar[tuple[str, ...]] = ("decision_max_tokens",)
 
     generate_max_length: int = 100
     """Answer budget (the paper: 100 tokens)."""

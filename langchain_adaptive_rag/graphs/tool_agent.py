@@ -51,6 +51,7 @@ from langchain_adaptive_rag.graphs._nodes import (
 from langchain_adaptive_rag.graphs.call_config import call_overrides, context_schema
 from langchain_adaptive_rag.graphs.compiled import AdaptiveRAGGraph
 from langchain_adaptive_rag.graphs.policy import (
+    CountRange,
     MethodConfig,
     MethodFacts,
     bump,
@@ -88,6 +89,10 @@ ANSWER_NOW = "Answer the question now, with the answer alone."
 @dataclass(frozen=True)
 class ToolAgentConfig(MethodConfig):
     """Tool-calling agent settings (``create_agent``'s limits and the tool)."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "max_searches": (0, 1000, "searches, each one retrieval"),
+    }
 
     generate_max_length: int = 256
     """Tokens each model call may generate, sent as ``max_tokens`` to OpenAI-compatible

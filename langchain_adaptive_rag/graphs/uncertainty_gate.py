@@ -29,6 +29,7 @@ from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs._builder import AdaptiveRAGGraph, build_adaptive_rag_graph
 from langchain_adaptive_rag.graphs._streaming import token_stream
 from langchain_adaptive_rag.graphs.policy import (
+    CountRange,
     GraphModel,
     MethodConfig,
     Policy,
@@ -112,6 +113,10 @@ estimator's scale, not tuned for any model. Calibrate with ``adaptive-rag calibr
 @dataclass(frozen=True)
 class UncertaintyGateConfig(MethodConfig):
     """Uncertainty-gate settings."""
+
+    count_ranges: ClassVar[dict[str, CountRange]] = {
+        "num_samples": (1, 256, "samples, decoded with the greedy answer in one call"),
+    }
 
     estimator: GateEstimator = "margin"
     """The uncertainty estimator (see [`GateEstimator`][])."""
