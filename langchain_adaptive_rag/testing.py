@@ -381,6 +381,7 @@ class FakeTraceModel:
                 "include_greedy": include_greedy,
                 "do_sample": options.do_sample,
                 "seed": options.seed,
+                "attention_layer": signals.attention_layer,
                 "hidden_layer": signals.hidden_layer,
                 "hidden_site": signals.hidden_site,
                 "hidden_at": signals.hidden_at,

@@ -258,7 +258,9 @@ class ETCPolicy(Policy):
             trace = ctx.model.generate_trace(
                 prompt,
                 decoding=self.decoding(ctx, budget, ctx.prompts.stop),
-                capture=CaptureOptions(attention=attention),
+                capture=CaptureOptions(
+                    attention=attention, attention_layer=self.config.attention_layer
+                ),
                 on_token=sink,
             )[0]
         return prompt, trace

@@ -119,6 +119,15 @@ def test_reference_mode_does_not_stop_at_the_answer_marker_until_the_code_would(
     assert len(reference.prompts) == 2 and len(paper.prompts) == 1
 
 
+def test_the_draft_reads_the_configured_layer() -> None:
+    chat = FakeTraceModel([draft(), " 1931."])
+    config = ETCConfig(theta=3.0, spacy_model=None, attention_layer=2)
+    create_etc_graph(chat, RecordingRetriever(), config=config, prompts=NO_SHOTS).invoke(
+        {"question": QUESTION}
+    )
+    assert chat.calls[0]["attention_layer"] == 2
+
+
 def test_needs_attention_and_checks_its_config() -> None:
     with pytest.raises(AttentionUnavailableError, match='attn_implementation="eager"'):
         create_etc_graph(FakeTraceModel([], attention_available=False), RecordingRetriever())
