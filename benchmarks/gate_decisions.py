@@ -19,8 +19,10 @@ so per score this prints:
   of the gate's answers at that threshold.
 
 One call per question: the gates' numbers come from the same closed-book answer the
-``uncertainty_gate`` method drafts. Run: ``python benchmarks/gate_decisions.py --limit 100
-[--with-documents runs/gemma/retrievalqa-single_round]``.
+``uncertainty_gate`` method drafts. Each question's scores are written to ``--out`` as
+they come (JSON lines); a rerun skips the questions already there. Run: ``python
+benchmarks/gate_decisions.py --limit 100 [--with-documents
+runs/gemma/retrievalqa-single_round]``.
 """
 
 from __future__ import annotations
@@ -94,6 +96,14 @@ def shares(retrieve: np.ndarray, right: np.ndarray) -> str:
     return f"{retrieve.mean():.2f} [{lo:.2f}, {hi:.2f}] | {kept_share:.2f} [{klo:.2f}, {khi:.2f}]"
 
 
+def _read(path: Path) -> dict[str, dict[str, Any]]:
+    """The questions already scored, by id."""
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {str(r["id"]): r for r in rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=100)
@@ -102,6 +112,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--with-documents", type=Path, help="a single_round run's directory")
     parser.add_argument("--model", type=Path, help="model directory (default: Gemma 3 270M)")
+    parser.add_argument("--out", type=Path, default=Path("runs/gate_decisions.jsonl"))
     args = parser.parse_args()
     data = args.data_dir / "retrievalqa" / "retrievalqa_gpt4.jsonl"
     examples = load_retrievalqa(data, limit=args.limit)
@@ -118,31 +129,45 @@ def main() -> None:
         top_logprobs=2,
     )
     estimators: list[GateEstimator] = list(get_args(GateEstimator))
-    scores: dict[str, list[float]] = {e: [] for e in [*estimators, "semantic_entropy"]}
-    right: list[bool] = []
-    ids: list[str] = []
+    done = _read(args.out)
     start = time.time()
-    for example in examples:
-        prompt = build_prompt(prompts, example.question)
-        traces = chat.generate_trace(
-            prompt,
-            decoding=decoding,
-            capture=CaptureOptions(logprobs=True),
-            n=args.samples,
-            include_greedy=True,
-        )
-        greedy, samples = traces[0], list(traces[1:])
-        answer = extract_answer(greedy.text, prompts.answer_marker) or greedy.text.strip()
-        right.append(answer_match(answer, example.answers) > 0)
-        ids.append(example.id)
-        for estimator in estimators:
-            scores[estimator].append(gate_uncertainty(estimator, greedy, samples))
-        keys = [
-            normalize_answer(extract_answer(t.text, prompts.answer_marker) or t.text.strip())
-            for t in samples
-        ]
-        scores["semantic_entropy"].append(semantic_entropy(keys))
-    seconds = time.time() - start
+    fresh = 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("a") as sink:
+        for example in examples:
+            if example.id in done:
+                continue
+            prompt = build_prompt(prompts, example.question)
+            traces = chat.generate_trace(
+                prompt,
+                decoding=decoding,
+                capture=CaptureOptions(logprobs=True),
+                n=args.samples,
+                include_greedy=True,
+            )
+            greedy, samples = traces[0], list(traces[1:])
+            answer = extract_answer(greedy.text, prompts.answer_marker) or greedy.text.strip()
+            row: dict[str, Any] = {
+                "id": example.id,
+                "right": answer_match(answer, example.answers) > 0,
+                "scores": {e: gate_uncertainty(e, greedy, samples) for e in estimators},
+            }
+            keys = [
+                normalize_answer(extract_answer(t.text, prompts.answer_marker) or t.text.strip())
+                for t in samples
+            ]
+            row["scores"]["semantic_entropy"] = semantic_entropy(keys)
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            done[example.id] = row
+            fresh += 1
+    seconds = (time.time() - start) / max(fresh, 1)
+    rows = [done[e.id] for e in examples if e.id in done]
+    ids = [str(r["id"]) for r in rows]
+    right = [bool(r["right"]) for r in rows]
+    scores: dict[str, list[float]] = {
+        name: [float(r["scores"][name]) for r in rows] for name in [*estimators, "semantic_entropy"]
+    }
     correct = np.array(right)
     wrong = ~correct
     with_docs: dict[str, float] = {}
@@ -152,9 +177,9 @@ def main() -> None:
             row: dict[str, Any] = json.loads(line)
             with_docs[str(row["id"])] = float((row.get("metrics") or {}).get("match", 0.0))
     print(
-        f"RetrievalQA, first {len(examples)} questions; Gemma 3 270M closed-book, greedy, "
+        f"RetrievalQA, {len(rows)} of the first {len(examples)} questions; Gemma 3 270M, greedy, "
         f"{args.samples} samples; right alone: {correct.sum()} ({correct.mean():.2f}); "
-        f"{seconds / len(examples):.1f} s a question\n"
+        f"{seconds:.1f} s a question\n"
     )
     header = (
         "| score | AUROC for a wrong answer [95% CI] | threshold | retrieved [95% CI] "
