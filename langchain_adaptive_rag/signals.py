@@ -26,6 +26,7 @@ __all__ = [
     "energy_score",
     "first_sentence",
     "flare_sentence_score",
+    "folded_word",
     "gram_uncertainty",
     "is_content_word",
     "length_normalised_entropy",
@@ -419,6 +420,15 @@ def bare_word(text: str) -> str:
     punctuation alone is ``""``.
     """
     return text.strip().strip(_SURROUNDING_PUNCTUATION)
+
+
+def folded_word(text: str) -> str:
+    """A word's lower-case letters and digits alone.
+
+    Words match across case and punctuation this way: ``"U.S."`` and ``"us"`` are both
+    ``"us"``, ``"1956-57"`` is ``"195657"``.
+    """
+    return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
 _SURROUNDING_PUNCTUATION = (

@@ -54,6 +54,7 @@ from langchain_adaptive_rag.signals import (
     aggregate_words,
     attention_received,
     bare_word,
+    folded_word,
     is_content_word,
     merge_tokens_into_words,
     qfs_select,
@@ -410,7 +411,7 @@ class DRAGINPolicy(Policy):
             return self._reference_query(ctx, state)
         inputs = state.get("query_inputs", {})
         trigger_word = str(inputs.get("trigger", ""))
-        excluded = {_norm(str(w)) for w in inputs.get("trigger_words", [])}
+        excluded = {folded_word(str(w)) for w in inputs.get("trigger_words", [])}
         context = " ".join(
             part.strip()
             for part in (
@@ -431,7 +432,7 @@ class DRAGINPolicy(Policy):
         earlier = words[:-1]
         weights = aggregate_words(rows[: target.start], earlier, "sum")
         content = [is_content_word(w.text) for w in earlier]
-        exclude = {i for i, w in enumerate(earlier) if _norm(w.text) in excluded}
+        exclude = {i for i, w in enumerate(earlier) if folded_word(w.text) in excluded}
         chosen = qfs_select(weights, content, exclude, self.config.query_top_n)
         return self._truncate([earlier[i] for i in chosen]) or self.retrieval_question(state)
 
@@ -597,10 +598,6 @@ def reference_token_count(ctx: RunContext, text: str) -> int:
     if tokenizer is None:
         return len(text.split())
     return len(tokenizer.encode(text))
-
-
-def _norm(word: str) -> str:
-    return "".join(ch for ch in word.lower() if ch.isalnum())
 
 
 def create_dragin_graph(

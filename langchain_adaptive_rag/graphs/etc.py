@@ -61,7 +61,7 @@ from langchain_adaptive_rag.graphs.pos import content_flags, load_pos_tagger, lo
 from langchain_adaptive_rag.options import CaptureOptions, GenerationTrace
 from langchain_adaptive_rag.prompts import QAPrompts, build_prompt
 from langchain_adaptive_rag.retrieving import Retriever, RetrieverOptions
-from langchain_adaptive_rag.signals import Word, aggregate_words, bare_word
+from langchain_adaptive_rag.signals import Word, aggregate_words, bare_word, folded_word
 from langchain_adaptive_rag.state import AdaptiveRAGState, RetrievedDoc, ScoredWord
 
 __all__ = ["ETCConfig", "ETCPolicy", "create_etc_graph"]
@@ -395,9 +395,9 @@ class ETCPolicy(Policy):
         content = content_flags([columns[i]["text"] for i in candidates], context, tagger)
         if not self._reference:  # DRAGIN's QFS: the triggering words' texts are not asked
             words = own.get("draft_words", [])
-            excluded = {_norm(str(words[i]["text"])) for i in hot if i < len(words)}
+            excluded = {folded_word(str(words[i]["text"])) for i in hot if i < len(words)}
             content = [
-                flag and _norm(columns[i]["text"]) not in excluded
+                flag and folded_word(columns[i]["text"]) not in excluded
                 for i, flag in zip(candidates, content, strict=True)
             ]
         chosen = select_query_words(weights, candidates, content, self.config.query_top_n)
@@ -515,10 +515,6 @@ def _prompt_regions(
 def _join(text: str, addition: str) -> str:
     """The code's ``join_if_nonempty``: the non-empty of the two, joined by a space."""
     return " ".join(part for part in (text, addition) if part)
-
-
-def _norm(word: str) -> str:
-    return "".join(ch for ch in word.lower() if ch.isalnum())
 
 
 def create_etc_graph(

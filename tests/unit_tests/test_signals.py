@@ -255,3 +255,10 @@ def test_bare_word_strips_the_punctuation_around_a_word() -> None:
     assert bare_word("\u201cOslo\u201d") == "Oslo" and bare_word("(born") == "born"
     assert bare_word("U.S.") == "U.S" and bare_word("1956-57") == "1956-57"  # inner stays
     assert bare_word("...") == "" and bare_word("Erik") == "Erik"
+
+
+def test_folded_word_keeps_lower_case_letters_and_digits() -> None:
+    from langchain_adaptive_rag.signals import folded_word
+
+    assert folded_word("U.S.") == "us" == folded_word("us") and folded_word("1956-57") == "195657"
+    assert folded_word("“Oslo,”") == "oslo" and folded_word("--") == ""
