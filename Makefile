@@ -32,7 +32,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit_tests -q
 
 test: lint typecheck docs
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/signal_overhead.py

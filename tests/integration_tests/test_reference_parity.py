@@ -475,14 +475,14 @@ def as_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
 def test_etc_reference_matches_the_official_definitions(
     model: ChatTransformers, official: Any, questions: list[str]
 ) -> None:
-    budget, top_n, theta = 48, 8, 1.3  # 12 of the 24 drafts fire, 12 do not
+    budget, top_n, theta = 48, 8, 1.3  # of every other draft, 6 fire and 6 do not
     config = ETCConfig(generate_max_length=budget, theta=theta, query_top_n=top_n)
     graph = create_adaptive_rag_graph(
         model, toy_retriever(), "etc", config=config, prompts=TOY_PROMPTS
     )
     tokenizer = model.hf_tokenizer
     outcomes = {"fired": 0, "quiet": 0, "eos": 0}
-    for question in questions:
+    for question in questions[::2]:
         seen = first_round(graph, question)
         blocks = official_etc_blocks(tokenizer, question)
         prompt_ids = [i for b in blocks for i in b]
@@ -529,4 +529,4 @@ def test_etc_reference_matches_the_official_definitions(
         expected = official_query([as_pieces(tokenizer, b) for b in blocks], code, nlp(), top_n)
         assert seen["formulate_query"]["query"] == " ".join(expected.split()), question
     assert outcomes["fired"] >= 3 and outcomes["quiet"] >= 3, outcomes
-    assert outcomes["eos"] <= len(questions) // 4, outcomes
+    assert outcomes["eos"] <= len(questions[::2]) // 4, outcomes
