@@ -6,7 +6,9 @@ dev500 samples with BM25 over the 41,417-passage corpus, through ``adaptive-rag 
 the retrieval decisions (Vanilla, TA-ARE, the uncertainty gate, ETC, Adaptive-RAG's
 semantic-entropy router) also run on the RetrievalQA subset, whose 250 questions all need
 retrieval: the share that retrieved, and of the questions wo-RAG answers right without
-retrieval, the share that did not retrieve. Printed per method: n, EM and
+retrieval, the share that did not retrieve. The uncertainty gate also runs at a threshold
+``adaptive-rag calibrate`` chooses on 100 other HotpotQA questions (``CALIBRATED``).
+Printed per method: n, EM and
 F1 with 95% intervals (Wilson for EM, bootstrap for F1), retrievals, LLM calls, generated
 tokens and seconds per question (each question's own wall time while ``--concurrency``
 questions decode together); then paired bootstrap differences for the papers' claims
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +59,14 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 }
 """Rows that run a method with other settings: its run directory's name, the method and
 its ``--config`` settings."""
+CALIBRATED: dict[str, tuple[str, list[float]]] = {
+    "uncertainty_gate_calibrated": ("uncertainty_gate", [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]),
+}
+"""Rows whose threshold ``adaptive-rag calibrate`` chooses (highest F1, ties to fewer
+retrievals) from the values given, on HotpotQA questions kept apart from the test ones
+(the last ``CALIBRATION_QUESTIONS`` of the dev500 sample); the same value serves both
+datasets."""
+CALIBRATION_QUESTIONS = 100
 DECISIONS = ["no_retrieval", "vanilla", "ta_are", "uncertainty_gate", "etc", "adaptive_rag_se"]
 """The rows run on RetrievalQA (wo-RAG: which questions the model answers right alone)."""
 # the papers' claims as (better, worse) pairs compared on the same questions
@@ -75,6 +86,8 @@ CLAIMS = [
     ("etc", "single_round"),
     ("uncertainty_gate", "single_round"),
     ("uncertainty_gate", "dragin"),
+    ("uncertainty_gate_calibrated", "single_round"),
+    ("uncertainty_gate_calibrated", "dragin"),
     ("adaptive_rag_se", "adaptive_rag"),
 ]
 SEED = 0
@@ -104,11 +117,62 @@ def name_of(row: str) -> str:
     if row in VARIANTS:
         method, settings = VARIANTS[row]
         return f"{display_name(method)} ({', '.join(settings)})"
+    if row in CALIBRATED:
+        return f"{display_name(CALIBRATED[row][0])} (calibrated)"
     return display_name(row)
 
 
-def run_eval(args: argparse.Namespace, row: str, dataset: str, data: Path, out: Path) -> None:
-    method, settings = VARIANTS.get(row, (row, SETTINGS.get(row, [])))
+def calibrate(args: argparse.Namespace, row: str) -> list[str]:
+    """Sweep a calibrated row's threshold on the held-out HotpotQA questions (resumable) and
+    return its ``--config`` setting at the chosen value."""
+    method, values = CALIBRATED[row]
+    lines = (args.data_dir / DATASETS["hotpotqa"]).read_text().splitlines()
+    held_out = [line for line in lines if line.strip()][-CALIBRATION_QUESTIONS:]
+    data = args.out / "hotpotqa-held-out.jsonl"
+    data.write_text("\n".join(held_out) + "\n")
+    command = [
+        sys.executable,
+        "-m",
+        "langchain_adaptive_rag.cli",
+        "calibrate",
+        "--method",
+        method,
+        "--dataset",
+        "hotpotqa",
+        "--data",
+        str(data),
+        "--index",
+        str(args.out / "index"),
+        "--model",
+        str(args.model),
+        "--concurrency",
+        str(args.concurrency),
+        "--no-progress",
+        "--out",
+        str(args.out / f"calibrate-{row}"),
+        "--values",
+        ",".join(f"{v:g}" for v in values),
+    ]
+    print("$", " ".join(command[2:]), flush=True)
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    chosen = re.search(r"^chosen (\w+)=(\S+) ", done.stdout, re.MULTILINE)
+    if chosen is None:
+        msg = f"adaptive-rag calibrate printed no choice:\n{done.stdout}"
+        raise SystemExit(msg)
+    print(done.stdout.split("\n\n", 1)[-1], flush=True)
+    return [f"{chosen.group(1)}={chosen.group(2)}"]
+
+
+def run_eval(
+    args: argparse.Namespace,
+    row: str,
+    dataset: str,
+    data: Path,
+    out: Path,
+    settings: list[str] | None = None,
+) -> None:
+    method, defaults = VARIANTS.get(row, (CALIBRATED.get(row, (row,))[0], SETTINGS.get(row, [])))
+    settings = defaults if settings is None else settings
     command = [
         sys.executable,
         "-m",
@@ -184,7 +248,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100, help="questions per dataset")
     parser.add_argument("--retrievalqa-limit", type=int, default=250)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--methods", default=",".join([*METHODS, *VARIANTS]))
+    parser.add_argument("--methods", default=",".join([*METHODS, *VARIANTS, *CALIBRATED]))
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--model", type=Path, help="model directory (default: Gemma 3 270M)")
@@ -200,6 +264,7 @@ def main() -> None:
         if not (args.out / "index").exists():
             index = [sys.executable, "-m", "langchain_adaptive_rag.cli", "index", str(corpus)]
             subprocess.run([*index, "--out", str(args.out / "index")], check=True)
+        calibrated = {row: calibrate(args, row) for row in methods if row in CALIBRATED}
         for dataset in datasets:
             for method in methods:
                 run_eval(
@@ -208,6 +273,7 @@ def main() -> None:
                     dataset,
                     args.data_dir / DATASETS[dataset],
                     args.out / f"{dataset}-{method}",
+                    calibrated.get(method),
                 )
         for method in DECISIONS:
             if method in methods:
@@ -233,6 +299,11 @@ def main() -> None:
                     f"| {name_of(better)} > {name_of(worse)} | {paired(a, b, 'em')} | "
                     f"{paired(a, b, 'f1')} |"
                 )
+    for row in CALIBRATED:
+        sweep = args.out / f"calibrate-{row}" / "calibration.md"
+        if row in methods and sweep.exists():
+            print(f"\n{name_of(row)}: the sweep on {CALIBRATION_QUESTIONS} held-out questions\n")
+            print(sweep.read_text(), end="")
     print("\nRetrievalQA subset (all questions need retrieval)\n")
     print(
         "| method | n | retrieved [95% CI] | kept from retrieving when wo-RAG is right "

@@ -1,8 +1,9 @@
 """Sweep a method's retrieval threshold over a dev set and pick one by a stated rule.
 
 The thresholds of FLARE (``theta``: token probability), DRAGIN (``theta``: RIND score),
-SeaKR (``delta``: Gram log-determinant uncertainty) and ETC (``theta``: entropy-trend
-score) were tuned for the papers' models;
+SeaKR (``delta``: Gram log-determinant uncertainty), ETC (``theta``: entropy-trend
+score) and the uncertainty gate (``threshold``: its estimator's score) were tuned for the
+papers' models;
 on another model their scale moves. [`calibrate_threshold`][] runs the method once per
 candidate value (each value is its own run directory, so a stopped sweep resumes) and
 [`choose_threshold`][] picks one:
@@ -77,7 +78,7 @@ class CalibrationPoint:
     """One threshold value of a sweep and how the method did with it."""
 
     threshold: float
-    """The value of the threshold field (``theta`` or ``delta``)."""
+    """The value of the method's threshold field (``theta``, ``delta`` or ``threshold``)."""
     em: float
     """Mean exact match."""
     f1: float
@@ -125,7 +126,9 @@ def calibrate_threshold(
     """Run ``method`` once per threshold value and score each run.
 
     Args:
-        method: ``"flare"`` or ``"dragin"`` (``theta``) or ``"seakr"`` (``delta``).
+        method: A method with a threshold (its field in `THRESHOLD_FIELDS`): FLARE,
+            DRAGIN or ETC (``theta``), SeaKR (``delta``), the uncertainty gate
+            (``threshold``).
         examples: The dev questions (keep them apart from the test questions).
         model: [`ChatTransformers`][] (or any object with its ``generate_trace``).
         retriever: Any LangChain retriever.
