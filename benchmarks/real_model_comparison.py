@@ -328,14 +328,14 @@ def decision_row(name: str, rows: list[dict[str, Any]], known: set[str]) -> str:
     lo, hi = wilson(hits, n)
     kept = [not did for r, did in zip(rows, retrieved, strict=True) if r["id"] in known]
     klo, khi = wilson(sum(kept), len(kept))
-    share = sum(kept) / len(kept) if kept else math.nan
+    held = f"{sum(kept) / len(kept):.3f} [{klo:.3f}, {khi:.3f}]" if kept else "-"
     match = [float(r["metrics"].get("match", 0.0)) for r in rows]
     mlo, mhi = wilson(sum(match), n)
     calls = float(np.mean([r["counts"]["llm_calls"] for r in rows]))
     retrievals = float(np.mean([r["counts"]["retrievals"] for r in rows]))
     return (
-        f"| {name} | {n} | {hits / n:.3f} [{lo:.3f}, {hi:.3f}] | {share:.3f} [{klo:.3f}, "
-        f"{khi:.3f}] (of {len(kept)}) | {np.mean(match):.3f} [{mlo:.3f}, {mhi:.3f}] | "
+        f"| {name} | {n} | {hits / n:.3f} [{lo:.3f}, {hi:.3f}] | {held} (of {len(kept)}) | "
+        f"{np.mean(match):.3f} [{mlo:.3f}, {mhi:.3f}] | "
         f"{retrievals:.2f} | {calls:.1f} |"
     )
 
