@@ -60,7 +60,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 """Rows that run a method with other settings: its run directory's name, the method and
 its ``--config`` settings."""
 CALIBRATED: dict[str, tuple[str, list[float]]] = {
-    "uncertainty_gate_calibrated": ("uncertainty_gate", [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]),
+    "uncertainty_gate_calibrated": ("uncertainty_gate", [2.0, 3.0, 4.0, 5.0, 6.0]),
 }
 """Rows whose threshold ``adaptive-rag calibrate`` chooses (highest F1, ties to fewer
 retrievals) from the values given, on HotpotQA questions kept apart from the test ones
