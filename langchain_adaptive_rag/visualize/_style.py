@@ -11,7 +11,12 @@ from typing import Literal, get_args
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, display_name, policy_class
-from langchain_adaptive_rag.signals import bare_word, is_content_word, token_sentences
+from langchain_adaptive_rag.signals import (
+    bare_word,
+    folded_word,
+    is_content_word,
+    token_sentences,
+)
 from langchain_adaptive_rag.visualize._colours import colormap_hex
 from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord, WordRecord
 
@@ -35,7 +40,6 @@ __all__ = [
     "thresholded_signal",
     "token_value",
     "trigger_tokens",
-    "word_key",
 ]
 
 Signal = Literal["entropy", "probability", "rind", "attention", "uncertainty"]
@@ -200,14 +204,11 @@ def text_colour(background: str) -> str:
     return "#000000" if luminance > 0.45 else "#ffffff"
 
 
-def word_key(word: str) -> str:
-    """Lower-case letters and digits of a word (for matching query words)."""
-    return "".join(ch for ch in word.lower() if ch.isalnum())
-
-
 def query_words(query: str) -> set[str]:
-    """Content words of a query, as [`word_key`][] keys."""
-    return {word_key(w) for w in re.findall(r"\S+", query) if word_key(w) and is_content_word(w)}
+    """Content words of a query, as [`folded_word`][] keys (case and punctuation dropped)."""
+    return {
+        folded_word(w) for w in re.findall(r"\S+", query) if folded_word(w) and is_content_word(w)
+    }
 
 
 def trigger_tokens(round_: Round) -> set[int]:

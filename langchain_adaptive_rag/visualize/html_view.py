@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_adaptive_rag.signals import folded_word
 from langchain_adaptive_rag.visualize._style import (
     ROUTES,
     SPECS,
@@ -33,7 +34,6 @@ from langchain_adaptive_rag.visualize._style import (
     thresholded_signal,
     token_value,
     trigger_tokens,
-    word_key,
 )
 from langchain_adaptive_rag.visualize.record import RecordedRun, Round, TokenRecord
 
@@ -96,7 +96,7 @@ def _mark(text: str, keys: set[str]) -> str:
     """Escape ``text`` and wrap the words whose key is in ``keys`` in ``<mark>``."""
     parts: list[str] = []
     for piece in re.split(r"(\s+)", text):
-        if piece and not piece.isspace() and word_key(piece) in keys:
+        if piece and not piece.isspace() and folded_word(piece) in keys:
             parts.append(f'<mark class="arag-q">{_esc(piece)}</mark>')
         else:
             parts.append(_esc(piece))
@@ -145,7 +145,7 @@ def _draft_html(round_: Round, scale: Scale, keys: set[str], word_score: str) ->
             lead = ""
         if opens:
             spans.append('<span class="arag-trigger">')
-        marked = keys and word_key(token.text) in keys
+        marked = keys and folded_word(token.text) in keys
         inner = f'<span class="arag-inq">{_esc(core)}</span>' if marked and core else _esc(core)
         spans.append(
             f'<span class="arag-tok" style="{style}" title="{title}">{_esc(lead)}{inner}</span>'
