@@ -16,7 +16,9 @@ questions decode together); then paired bootstrap differences for the papers' cl
 
 Run: ``python benchmarks/real_model_comparison.py --limit 100 --concurrency 8
 --out runs/gemma`` (the model is fetched and converted once by ``get_gemma_3_270m``;
-``--data-dir`` defaults to ``../shared/data``).
+``--data-dir`` defaults to ``../shared/data``). The runs behind docs/real-model.md are
+kept in ``benchmarks/results/gemma`` (each run's ``run.json`` and ``results.jsonl``):
+``--out benchmarks/results/gemma --report-only`` prints the docs' tables from them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +62,42 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 }
 """Rows that run a method with other settings: its run directory's name, the method and
 its ``--config`` settings."""
-CALIBRATED: dict[str, tuple[str, list[float]]] = {
-    "uncertainty_gate_calibrated": ("uncertainty_gate", [2.0, 3.0, 4.0, 5.0, 6.0]),
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """A row whose threshold ``adaptive-rag calibrate`` chooses."""
+
+    method: str
+    """The method whose threshold is swept."""
+    values: tuple[float, ...]
+    """The candidate thresholds (``--values``)."""
+    sweep: str
+    """The sweep's directory under ``--out`` (rows with the same sweep share its runs)."""
+    max_retrievals: float | None = None
+    """A retrieval budget per question (``--max-retrievals``); ``None``: no budget."""
+    label: str = "calibrated"
+    """How the row is named in the tables."""
+
+
+GATE_MARGINS = (2.0, 3.0, 4.0, 5.0, 6.0)
+CALIBRATED: dict[str, Calibrated] = {
+    "uncertainty_gate_calibrated": Calibrated(
+        "uncertainty_gate", GATE_MARGINS, "calibrate-uncertainty_gate_calibrated"
+    ),
+    # TARG's claim: Always-RAG's accuracy at 70-90% fewer retrievals
+    "uncertainty_gate_budget": Calibrated(
+        "uncertainty_gate",
+        GATE_MARGINS,
+        "calibrate-uncertainty_gate_calibrated",
+        max_retrievals=0.3,
+        label="calibrated within 0.3 retrievals/q",
+    ),
 }
 """Rows whose threshold ``adaptive-rag calibrate`` chooses (highest F1, ties to fewer
-retrievals) from the values given, on HotpotQA questions kept apart from the test ones
-(the last ``CALIBRATION_QUESTIONS`` of the dev500 sample); the same value serves both
-datasets."""
+retrievals; within a budget when one is set) from the values given, on HotpotQA
+questions kept apart from the test ones (the last ``CALIBRATION_QUESTIONS`` of the
+dev500 sample); the same value serves both datasets."""
 CALIBRATION_QUESTIONS = 100
 DECISIONS = ["no_retrieval", "vanilla", "ta_are", "uncertainty_gate", "etc", "adaptive_rag_se"]
 """The rows run on RetrievalQA (wo-RAG: which questions the model answers right alone)."""
@@ -88,6 +120,8 @@ CLAIMS = [
     ("uncertainty_gate", "dragin"),
     ("uncertainty_gate_calibrated", "single_round"),
     ("uncertainty_gate_calibrated", "dragin"),
+    ("uncertainty_gate_budget", "single_round"),
+    ("uncertainty_gate_budget", "dragin"),
     ("adaptive_rag_se", "adaptive_rag"),
 ]
 SEED = 0
@@ -118,14 +152,14 @@ def name_of(row: str) -> str:
         method, settings = VARIANTS[row]
         return f"{display_name(method)} ({', '.join(settings)})"
     if row in CALIBRATED:
-        return f"{display_name(CALIBRATED[row][0])} (calibrated)"
+        return f"{display_name(CALIBRATED[row].method)} ({CALIBRATED[row].label})"
     return display_name(row)
 
 
 def calibrate(args: argparse.Namespace, row: str) -> list[str]:
     """Sweep a calibrated row's threshold on the held-out HotpotQA questions (resumable) and
     return its ``--config`` setting at the chosen value."""
-    method, values = CALIBRATED[row]
+    row_settings = CALIBRATED[row]
     lines = (args.data_dir / DATASETS["hotpotqa"]).read_text().splitlines()
     held_out = [line for line in lines if line.strip()][-CALIBRATION_QUESTIONS:]
     data = args.out / "hotpotqa-held-out.jsonl"
@@ -136,7 +170,7 @@ def calibrate(args: argparse.Namespace, row: str) -> list[str]:
         "langchain_adaptive_rag.cli",
         "calibrate",
         "--method",
-        method,
+        row_settings.method,
         "--dataset",
         "hotpotqa",
         "--data",
@@ -149,10 +183,12 @@ def calibrate(args: argparse.Namespace, row: str) -> list[str]:
         str(args.concurrency),
         "--no-progress",
         "--out",
-        str(args.out / f"calibrate-{row}"),
+        str(args.out / row_settings.sweep),
         "--values",
-        ",".join(f"{v:g}" for v in values),
+        ",".join(f"{v:g}" for v in row_settings.values),
     ]
+    if row_settings.max_retrievals is not None:
+        command += ["--max-retrievals", f"{row_settings.max_retrievals:g}"]
     print("$", " ".join(command[2:]), flush=True)
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     chosen = re.search(r"^chosen (\w+)=(\S+) ", done.stdout, re.MULTILINE)
@@ -171,7 +207,8 @@ def run_eval(
     out: Path,
     settings: list[str] | None = None,
 ) -> None:
-    method, defaults = VARIANTS.get(row, (CALIBRATED.get(row, (row,))[0], SETTINGS.get(row, [])))
+    method = CALIBRATED[row].method if row in CALIBRATED else row
+    method, defaults = VARIANTS.get(row, (method, SETTINGS.get(row, [])))
     settings = defaults if settings is None else settings
     command = [
         sys.executable,
@@ -207,7 +244,9 @@ def read(out: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if not r.get("error")]
+    # sorted by id, not in finishing order: the bootstrap intervals then do not depend on
+    # which questions finished first
+    return sorted((r for r in rows if not r.get("error")), key=lambda r: str(r["id"]))
 
 
 def row_of(name: str, rows: list[dict[str, Any]]) -> str:
@@ -299,11 +338,13 @@ def main() -> None:
                     f"| {name_of(better)} > {name_of(worse)} | {paired(a, b, 'em')} | "
                     f"{paired(a, b, 'f1')} |"
                 )
-    for row in CALIBRATED:
-        sweep = args.out / f"calibrate-{row}" / "calibration.md"
-        if row in methods and sweep.exists():
-            print(f"\n{name_of(row)}: the sweep on {CALIBRATION_QUESTIONS} held-out questions\n")
-            print(sweep.read_text(), end="")
+    sweeps = {CALIBRATED[row].sweep: row for row in methods if row in CALIBRATED}
+    for sweep, row in sweeps.items():
+        table = args.out / sweep / "calibration.md"
+        if table.exists():
+            method = display_name(CALIBRATED[row].method)
+            print(f"\n{method}: the sweep on {CALIBRATION_QUESTIONS} held-out questions\n")
+            print(table.read_text(), end="")
     print("\nRetrievalQA subset (all questions need retrieval)\n")
     print(
         "| method | n | retrieved [95% CI] | kept from retrieving when wo-RAG is right "
