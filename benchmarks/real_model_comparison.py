@@ -117,12 +117,18 @@ CLAIMS = [
     ("etc", "flare"),
     ("etc", "single_round"),
     ("uncertainty_gate", "single_round"),
+    ("uncertainty_gate", "flare"),
     ("uncertainty_gate", "dragin"),
     ("uncertainty_gate_calibrated", "single_round"),
+    ("uncertainty_gate_calibrated", "flare"),
     ("uncertainty_gate_calibrated", "dragin"),
     ("uncertainty_gate_budget", "single_round"),
+    ("uncertainty_gate_budget", "flare"),
     ("uncertainty_gate_budget", "dragin"),
     ("adaptive_rag_se", "adaptive_rag"),
+    ("adaptive_rag_se", "single_round"),
+    ("adaptive_rag_se", "flare"),
+    ("adaptive_rag_se", "dragin"),
 ]
 SEED = 0
 
