@@ -16,52 +16,18 @@ seconds per question; the row ``same, forced`` is the few-shot protocol with
 from __future__ import annotations
 
 import argparse
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+
+from search_adherence import HEADER, adherence_row, run_one
 
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
 from langchain_adaptive_rag.evaluation import example_passages, load_dataset
-from langchain_adaptive_rag.evaluation.metrics import exact_match, f1_score
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
-from langchain_adaptive_rag.graphs.search_protocol import read_answer
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 
 DATA = "hotpotqa/hotpotqa_adarag_dev500_ctx.jsonl"
-
-
-def run_one(graph: Any, question: str) -> dict[str, Any]:
-    """One question: its result and the ``search_turn`` events, with its seconds."""
-    turns: list[dict[str, Any]] = []
-    result: dict[str, Any] = {}
-    started = time.perf_counter()
-    for mode, chunk in graph.stream({"question": question}, stream_mode=["custom", "values"]):
-        if mode == "custom" and chunk.get("event") == "search_turn":
-            turns.append(chunk)
-        elif mode == "values":
-            result = chunk
-    return {"result": result, "turns": turns, "seconds": time.perf_counter() - started}
-
-
-def row(name: str, config: SearchAgentConfig, runs: list[dict[str, Any]], golds: list[Any]) -> str:
-    """One protocol's line of the table."""
-    n = len(runs)
-    first = sum(1 for r in runs if r["turns"] and r["turns"][0]["action"] in ("search", "message"))
-    searched = sum(1 for r in runs if r["result"]["counts"]["retrievals"] > 0)
-    searches = sum(r["result"]["counts"]["retrievals"] for r in runs) / n
-    protocol = config.search_protocol
-    formed = sum(
-        1 for r in runs if read_answer(protocol, r["result"]["text"], "", None) is not None
-    )
-    em = sum(exact_match(r["result"]["answer"], g) for r, g in zip(runs, golds, strict=True)) / n
-    f1 = sum(f1_score(r["result"]["answer"], g) for r, g in zip(runs, golds, strict=True)) / n
-    seconds = sum(r["seconds"] for r in runs) / n
-    return (
-        f"| {name} | {n} | {first / n:.0%} | {searched / n:.0%} | {searches:.2f} | "
-        f"{formed / n:.0%} | {em:.3f} | {f1:.3f} | {seconds:.1f} |"
-    )
 
 
 def main() -> None:
@@ -86,16 +52,12 @@ def main() -> None:
         f"Gemma 3 270M, HotpotQA first {len(examples)}, BM25 top 3 over their paragraphs, "
         f"{common}, concurrency {args.concurrency}\n"
     )
-    print(
-        "| protocol | n | first turn a well-formed query | searched | searches/q | "
-        "answer in its form | EM | F1 | s/q |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(HEADER.format(label="protocol"))
     for name, config in settings:
         graph = create_adaptive_rag_graph(chat, retriever, "search_agent", config=config)
         with ThreadPoolExecutor(args.concurrency) as pool:
             runs = list(pool.map(run_one, [graph] * len(examples), [e.question for e in examples]))
-        print(row(name, config, runs, golds), flush=True)
+        print(adherence_row(name, config, runs, golds), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ question forms are taught on training-only films and family lines), known passag
 plain text, known questions over context (sometimes a context that contradicts memory:
 the context wins), reading practice over fresh entities from disjoint pools, grandfather
 practice with the whole family line in context, practice that continues an accepted first
-step with passages about later steps only, and the "[Yes]"/"[No]" retrieval decision.
-Unknown facts never enter it.
+step with passages about later steps only, the "[Yes]"/"[No]" retrieval decision, and
+(when its weight is set) search traces in ``TOY_SEARCH_PROTOCOL``: one search for the
+entity of each reasoning step, the documents found (untrained), the step read from them,
+and the answer. Unknown facts never enter it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from langchain_adaptive_rag.graphs.search_protocol import SearchProtocol, format_documents
 from langchain_adaptive_rag.graphs.ta_are import DECISION_INSTRUCTION
 from langchain_adaptive_rag.prompts import build_prompt
 from langchain_adaptive_rag.state import RetrievedDoc
 from langchain_adaptive_rag.toyworld.corpus import build_corpus, film_passage, person_passage
-from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
+from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS, TOY_SEARCH_PROTOCOL
 from langchain_adaptive_rag.toyworld.questions import (
     ToyQuestion,
     compositional_question,
@@ -47,6 +50,7 @@ __all__ = [
     "decision_prompt",
     "knowledge_text",
     "qa_example",
+    "search_example",
     "tokenizer_text",
 ]
 
@@ -76,7 +80,11 @@ MIXED_POOLS = NamePools(
 
 @dataclass(frozen=True)
 class TrainingExample:
-    """One training sequence: an untrained prompt and a trained target."""
+    """One training sequence: an untrained prompt and a trained target.
+
+    More pairs of untrained and trained text may follow (a search trace's documents and
+    the turn that reads them).
+    """
 
     prompt: str
     """Text whose tokens get no loss (may be empty: the target is then plain text)."""
@@ -84,6 +92,23 @@ class TrainingExample:
     """Text whose tokens are trained."""
     kind: str
     """Which part of the mix produced it."""
+    continuation: tuple[tuple[str, str], ...] = ()
+    """``(untrained, trained)`` pairs written after ``target``, in order."""
+
+    @property
+    def text(self) -> str:
+        """The whole training text."""
+        return self.prompt + self.target + "".join(a + b for a, b in self.continuation)
+
+    def trained_spans(self) -> list[tuple[int, int]]:
+        """Character ranges ``[start, end)`` of ``text`` whose tokens are trained."""
+        spans = [(len(self.prompt), len(self.prompt) + len(self.target))]
+        at = spans[0][1]
+        for untrained, trained in self.continuation:
+            at += len(untrained)
+            spans.append((at, at + len(trained)))
+            at += len(trained)
+        return spans
 
 
 def _docs(texts: Sequence[str]) -> list[RetrievedDoc]:
@@ -113,6 +138,67 @@ def qa_example(
     rest = [*question.steps[accepted_steps:], f"So the answer is {question.answer}."]
     prompt = build_prompt(TOY_PROMPTS, question.question, accepted, _docs(passages))
     return TrainingExample(prompt=prompt, target=" " + " ".join(rest) + "\n", kind=kind)
+
+
+def search_example(
+    question: ToyQuestion,
+    queries: Sequence[str],
+    found: Sequence[Sequence[tuple[str, str]]],
+    *,
+    protocol: SearchProtocol = TOY_SEARCH_PROTOCOL,
+    kind: str = "search",
+) -> TrainingExample:
+    """A search trace: one search a reasoning step, the step read from what it found.
+
+    The model's turns are trained: a query for the first step (after an empty thought),
+    each step's sentence followed by the next query, and the last step with the answer
+    sentence and the answer block. The prompt and the documents the loop writes back are
+    not. The text equals ``protocol.render_prompt`` followed by
+    ``protocol.render_demonstration`` of the same searches.
+
+    Args:
+        question: The question (its ``steps`` are the thoughts).
+        queries: One query a step (the entity the step is about).
+        found: The ``(title, text)`` documents each search returns.
+        protocol: The search protocol the trace is written in.
+        kind: Label of the example.
+
+    Returns:
+        The example.
+
+    Raises:
+        ValueError: ``queries`` or ``found`` do not have one entry a step.
+    """
+    if not (len(queries) == len(found) == len(question.steps)):
+        msg = (
+            f"A search trace needs one query and one document list a step: got "
+            f"{len(queries)} queries and {len(found)} lists for {len(question.steps)} steps."
+        )
+        raise ValueError(msg)
+    opening, closing = protocol.query_tags
+    thoughts = ["", *question.steps[:-1]]
+    turns = [
+        protocol.thought_format.replace("{thought}", thought) + f"\n{opening} {query} {closing}"
+        for thought, query in zip(thoughts, queries, strict=True)
+    ]
+    results = [
+        protocol.result_template.format(
+            documents=format_documents(
+                protocol,
+                [
+                    {"id": f"doc-{i}", "text": text, "metadata": {"title": title}}
+                    for i, (title, text) in enumerate(docs)
+                ],
+            )
+        )
+        for docs in found
+    ]
+    conclusion = f"{question.steps[-1]} So the answer is {question.answer}."
+    last = protocol.thought_format.replace("{thought}", conclusion) + "\n"
+    last += protocol.answer_format.replace("{answer}", question.answer)
+    prompt = protocol.render_prompt(question.question, protocol.max_searches)
+    continuation = tuple(zip(results, [*turns[1:], last], strict=True))
+    return TrainingExample(prompt, turns[0], kind, continuation)
 
 
 def knowledge_text(world: ToyWorld) -> str:
@@ -185,7 +271,10 @@ class ExampleMix:
         "decision": 0.03,
         "copy": 0.07,
     }
-    """Shares of the example kinds."""
+    """Shares of the example kinds (the shipped model's mix: no search traces)."""
+
+    SEARCH_KNOWN = 0.3
+    """Share of search traces over known questions (the rest: practice worlds)."""
 
     def __init__(
         self,
@@ -203,6 +292,8 @@ class ExampleMix:
         corpus = build_corpus(world)
         self.known_passages = {d.id or "": d.page_content for d in corpus if d.metadata["known"]}
         self.known_ids = sorted(self.known_passages)
+        self.titles = {d.id or "": str(d.metadata["title"]) for d in corpus}
+        """Entity of each passage (a person's name, a film's title), known and practice."""
         self._practice_seed = seed * 1_000_003 + 17
         self._practice: list[tuple[list[ToyQuestion], dict[str, str]]] = []
         self._families: dict[str, Line] = {}
@@ -231,7 +322,9 @@ class ExampleMix:
                 reserved=self._reserved,
                 id_prefix="practice-",
             )
-            passages = {d.id or "": d.page_content for d in build_corpus(practice)}
+            corpus = build_corpus(practice)
+            passages = {d.id or "": d.page_content for d in corpus}
+            self.titles.update((d.id or "", str(d.metadata["title"])) for d in corpus)
             questions = list(iter_questions(practice))
             self._practice = [(questions, passages)]
             self._families = {
@@ -276,6 +369,17 @@ class ExampleMix:
             person_passage(changed, film),
         )
 
+    def _search(self, question: ToyQuestion, pool: dict[str, str]) -> TrainingExample:
+        """A search trace: each step's entity searched, its passage among 0-3 others."""
+        ids = question.supporting_ids
+        by_text = {text: key for key, text in pool.items()}
+        found = []
+        for step_id in ids:
+            passages = self._context([pool[step_id]], pool, ids)
+            found.append([(self.titles[by_text[text]], text) for text in passages])
+        queries = [self.titles[step_id] for step_id in ids]
+        return search_example(question, queries, found)
+
     # -- the stream ------------------------------------------------------------------
 
     def sample(self) -> TrainingExample:
@@ -305,7 +409,11 @@ class ExampleMix:
                 return TrainingExample(decision_prompt(text), " [No]\n", kind)
             practice, _ = self._practice_world()
             return TrainingExample(decision_prompt(rng.choice(practice).question), " [Yes]\n", kind)
+        if kind == "search" and rng.random() < self.SEARCH_KNOWN:
+            return self._search(rng.choice(self.questions), self.known_passages)
         practice, passages = self._practice_world()
+        if kind == "search":
+            return self._search(rng.choice(practice), passages)
         if kind == "practice":
             question = rng.choice(practice)
             gold = [passages[i] for i in dict.fromkeys(question.supporting_ids)]

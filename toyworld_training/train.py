@@ -106,6 +106,36 @@ class TrainConfig:
     """Steps between recalibrations of a held order circuit."""
     order_copy_scale: float = 20.0
     """Gain of the given name the order head writes."""
+    init_from: str | None = None
+    """A trained toy model's directory to go on training (its weights and tokenizer; no
+    circuit is set and the copy phase is skipped); ``None``: a new model."""
+    search_traces: float = 0.0
+    """Weight of search traces (``TOY_SEARCH_PROTOCOL``) in the mix after the copy phase,
+    beside ``ExampleMix.DEFAULT_WEIGHTS`` (which sum to 1; 0: the shipped model's mix)."""
+
+    def mix_weights(self) -> dict[str, float]:
+        """The example mix after the copy phase."""
+        weights = dict(ExampleMix.DEFAULT_WEIGHTS)
+        if self.search_traces:
+            weights["search"] = self.search_traces
+        return weights
+
+    @classmethod
+    def fine_tune(cls, init_from: str) -> TrainConfig:
+        """Settings that go on training a trained model (``init_from``).
+
+        1,000 steps at a quarter of the learning rate, every context with up to three
+        distractors from the start.
+        """
+        return cls(
+            init_from=init_from,
+            steps=1000,
+            learning_rate=5e-4,
+            warmup_steps=20,
+            copy_steps=0,
+            easy_fraction=0.0,
+            order_hold=0.0,
+        )
 
     @classmethod
     def quick(cls) -> TrainConfig:
@@ -223,8 +253,18 @@ def _build(
     return model, circuit
 
 
+def _load(path: str) -> tuple[torch.nn.Module, object]:
+    """A trained toy model in float32 and its tokenizer, to go on training."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model, AutoTokenizer.from_pretrained(path)
+
+
 def _encode(tokenizer: object, example: TrainingExample) -> tuple[list[int], list[int]]:
     """Token ids and labels (-100 on the prompt) of one example."""
+    if example.continuation:
+        return _encode_spans(tokenizer, example)
     full: list[int] = tokenizer(example.prompt + example.target)["input_ids"]  # type: ignore[operator]
     if not example.prompt:
         return full, [-100, *full[1:]]
@@ -233,6 +273,22 @@ def _encode(tokenizer: object, example: TrainingExample) -> tuple[list[int], lis
         msg = f"The prompt's tokens are not a prefix of the example's: {example.prompt!r}"
         raise ValueError(msg)
     return full, [-100] * len(prompt) + full[len(prompt) :]
+
+
+def _encode_spans(tokenizer: object, example: TrainingExample) -> tuple[list[int], list[int]]:
+    """Token ids and labels of an example with several trained spans.
+
+    A token is trained when its text starts inside one; the whole text is tokenized at
+    once, as the model reads it at inference.
+    """
+    encoded = tokenizer(example.text, return_offsets_mapping=True)  # type: ignore[operator]
+    ids: list[int] = encoded["input_ids"]
+    spans = example.trained_spans()
+    labels = [
+        token if end > start and any(a <= start < b for a, b in spans) else -100
+        for token, (start, end) in zip(ids, encoded["offset_mapping"], strict=True)
+    ]
+    return ids, labels
 
 
 def _batches(
@@ -370,11 +426,15 @@ def train(
     random.seed(config.seed)
     world = generate_world(config.seed)
     questions = evaluation_questions(world)
-    tokenizer = build_tokenizer(world)
-    vocab = len(tokenizer)  # type: ignore[arg-type]
-    model, circuit = _build(config, vocab, order_layout(tokenizer))
+    if config.init_from is not None:
+        model, tokenizer = _load(config.init_from)
+        circuit = None
+    else:
+        tokenizer = build_tokenizer(world)
+        model, circuit = _build(config, len(tokenizer), order_layout(tokenizer))  # type: ignore[arg-type]
     model = model.to(config.device)
     params = sum(p.numel() for p in model.parameters())
+    vocab = len(tokenizer)  # type: ignore[arg-type]
     emit(f"vocabulary {vocab}, parameters {params:,}, config {asdict(config)}")
     mix = ExampleMix(world, seed=config.seed)
     batch_rng, pad = random.Random(config.seed), SPECIAL_TOKENS.index("<pad>")
@@ -408,7 +468,7 @@ def train(
         if copying and (step > config.copy_steps or running < config.copy_loss):
             copying = False
             emit(f"step {step} copy phase over (loss {running:.3f})")
-            mix.weights = dict(ExampleMix.DEFAULT_WEIGHTS)
+            mix.weights = config.mix_weights()
             next_batch = _batches(mix, tokenizer, config.batch_size, batch_rng, pad)
         if step > config.easy_fraction * config.steps:
             mix.max_distractors = 3
@@ -470,10 +530,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of world, data and weights")
     parser.add_argument("--steps", type=int, default=None, help="override the number of steps")
     parser.add_argument("--device", default="cpu", help="torch device (the shipped run: cpu)")
+    parser.add_argument(
+        "--init-from",
+        default=None,
+        help="go on training this toy model directory (TrainConfig.fine_tune) instead of a new one",
+    )
+    parser.add_argument(
+        "--search-traces",
+        type=float,
+        default=0.0,
+        help="weight of search traces beside the default mix's 1.0 (the shipped run: 0)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    config = TrainConfig.quick() if args.quick else TrainConfig()
-    config = replace(config, seed=args.seed, device=args.device)
+    if args.init_from is not None:
+        config = TrainConfig.fine_tune(args.init_from)
+    else:
+        config = TrainConfig.quick() if args.quick else TrainConfig()
+    config = replace(config, seed=args.seed, device=args.device, search_traces=args.search_traces)
     if args.steps is not None:
         config = replace(config, steps=args.steps)
     path = train(args.out, config)

@@ -210,6 +210,19 @@ def test_quick_training_run_produces_a_loadable_model(tmp_path: Path) -> None:
     chat = ChatTransformers(model=str(out), attn_implementation="eager", max_new_tokens=8)
     trace = chat.generate_trace("Question: Who directed the film Lost Tower?\nAnswer:")[0]
     assert trace.num_tokens >= 1
+    # Going on from it with search traces in the mix (the search-trace fine-tune's path).
+    tuned = tmp_path / "tuned"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "toyworld_training.train", "--out", str(tuned)),
+            *("--init-from", str(out), "--steps", "4", "--search-traces", "0.5"),
+        ],
+        check=True,
+        timeout=600,
+        cwd=root,
+    )
+    chat = ChatTransformers(model=str(tuned), attn_implementation="eager", max_new_tokens=8)
+    assert chat.generate_trace("Search and answer.\nQuestion: Who?")[0].num_tokens >= 1
 
 
 def test_shipped_model_answers_a_known_question() -> None:
