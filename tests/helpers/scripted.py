@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
@@ -9,7 +11,7 @@ from pydantic import Field
 
 from langchain_adaptive_rag.prompts import QAPrompts
 
-__all__ = ["NO_SHOTS", "PASSAGES", "QUESTION", "RecordingRetriever"]
+__all__ = ["NO_SHOTS", "PASSAGES", "QUESTION", "RecordingRetriever", "TitledTableRetriever"]
 
 QUESTION = "When was the director of film Blue Harbour born?"
 """The scripted graphs' question."""
@@ -39,3 +41,20 @@ class RecordingRetriever(BaseRetriever):
         if self.empty:
             return []
         return [Document(id=f"p{i}", page_content=t) for i, t in enumerate(PASSAGES)]
+
+
+class TitledTableRetriever(BaseRetriever):
+    """Returns ``table[query]`` (title, text pairs; none for another query) as documents
+    with a ``title``, and records every query."""
+
+    table: Mapping[str, Sequence[tuple[str, str]]] = Field(default_factory=dict)
+    queries: list[str] = Field(default_factory=list)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        self.queries.append(query)
+        return [
+            Document(id=f"{query}-{i}", page_content=text, metadata={"title": title})
+            for i, (title, text) in enumerate(self.table.get(query, ()))
+        ]

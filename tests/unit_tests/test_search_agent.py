@@ -11,10 +11,6 @@ import dataclasses
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.evaluation.overrides import parse_config_overrides
@@ -45,6 +41,7 @@ from langchain_adaptive_rag.graphs.search_protocol import (
 )
 from langchain_adaptive_rag.testing import FakeTraceModel, ScriptedResponse
 from langchain_adaptive_rag.visualize import record_run
+from tests.helpers.scripted import TitledTableRetriever
 from tests.helpers.search_official import (
     official_r1_searcher,
     official_research,
@@ -69,25 +66,10 @@ def search(query: str) -> list[tuple[str, str]]:
     return TABLE.get(query, [])
 
 
-class TableRetriever(BaseRetriever):
-    """Returns ``TABLE[query]`` with titles, and records the queries."""
-
-    queries: list[str] = Field(default_factory=list)
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        self.queries.append(query)
-        return [
-            Document(id=f"{query}-{i}", page_content=text, metadata={"title": title})
-            for i, (title, text) in enumerate(search(query))
-        ]
-
-
 def run(
     protocol: SearchProtocolName, replies: list[str | ScriptedResponse], **fields: Any
-) -> tuple[dict[str, Any], FakeTraceModel, TableRetriever, list[dict[str, Any]]]:
-    model, retriever = FakeTraceModel(replies), TableRetriever()
+) -> tuple[dict[str, Any], FakeTraceModel, TitledTableRetriever, list[dict[str, Any]]]:
+    model, retriever = FakeTraceModel(replies), TitledTableRetriever(table=TABLE)
     config = SearchAgentConfig(protocol=protocol, **fields)
     graph = create_adaptive_rag_graph(model, retriever, "search_agent", config=config)
     events: list[dict[str, Any]] = []
@@ -385,7 +367,7 @@ def test_a_custom_protocol_runs_with_its_own_tags() -> None:
     )
     model, retriever = (
         FakeTraceModel(["[Q]Anna Berg born[/Q]", "<answer>1931</answer>"]),
-        (TableRetriever()),
+        TitledTableRetriever(table=TABLE),
     )
     config = SearchAgentConfig(protocol=mine)
     graph = create_adaptive_rag_graph(model, retriever, "search_agent", config=config)
@@ -395,7 +377,7 @@ def test_a_custom_protocol_runs_with_its_own_tags() -> None:
 
 
 def test_a_run_switches_protocol_through_its_context() -> None:
-    model, retriever = FakeTraceModel(["<answer>1931</answer>"]), TableRetriever()
+    model, retriever = FakeTraceModel(["<answer>1931</answer>"]), TitledTableRetriever(table=TABLE)
     graph = create_adaptive_rag_graph(model, retriever, "search_agent")
     result = graph.invoke({"question": QUESTION}, context={"protocol": "search_r1"})
     assert result["answer"] == "1931" and model.prompts[0].startswith("Answer the given")
@@ -430,7 +412,7 @@ def test_the_command_line_sets_the_protocol_by_name() -> None:
 
 def test_a_run_is_recorded_and_reported_turn_by_turn() -> None:
     replies = ["<search>director of Blue Harbour</search>", "<answer>1962</answer>"]
-    model, retriever = FakeTraceModel(replies), TableRetriever()
+    model, retriever = FakeTraceModel(replies), TitledTableRetriever(table=TABLE)
     config = SearchAgentConfig(protocol="search_r1")
     graph = create_adaptive_rag_graph(model, retriever, "search_agent", config=config)
     record = record_run(graph, QUESTION)
@@ -464,16 +446,11 @@ def test_a_demonstration_is_what_the_loop_writes_for_its_turns(name: str) -> Non
     conclusion = protocol.thought_format.replace("{thought}", demo.conclusion)
     replies.append(f"{conclusion}\n" + protocol.answer_format.replace("{answer}", demo.answer))
     table = {step.query: list(step.documents) for step in demo.steps}
-    model, retriever = FakeTraceModel(replies), TableRetriever()
+    model, retriever = FakeTraceModel(replies), TitledTableRetriever(table={**TABLE, **table})
     graph = create_adaptive_rag_graph(
         model, retriever, "search_agent", config=SearchAgentConfig(protocol=protocol)
     )
-    TABLE.update(table)
-    try:
-        result = graph.invoke({"question": demo.question})
-    finally:
-        for query in table:
-            TABLE.pop(query)
+    result = graph.invoke({"question": demo.question})
     assert result["text"] == protocol.render_demonstration(demo, condensed=condensed)
     assert result["answer"].strip() == demo.answer
 

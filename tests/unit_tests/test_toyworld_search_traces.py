@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
 
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
 from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
@@ -20,24 +16,9 @@ from langchain_adaptive_rag.toyworld import (
 )
 from langchain_adaptive_rag.toyworld.corpus import birth_sentence
 from langchain_adaptive_rag.toyworld.prompts import TOY_SEARCH_PROTOCOL
+from tests.helpers.scripted import TitledTableRetriever
 from toyworld_training.data import ExampleMix, search_example
 from toyworld_training.train import TrainConfig, _encode
-
-
-class TableRetriever(BaseRetriever):
-    """Returns ``table[query]`` as titled documents and records the queries."""
-
-    table: dict[str, list[tuple[str, str]]]
-    queries: list[str] = Field(default_factory=list)
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        self.queries.append(query)
-        return [
-            Document(id=f"{query}-{i}", page_content=text, metadata={"title": title})
-            for i, (title, text) in enumerate(self.table[query])
-        ]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +61,7 @@ def test_the_loop_writes_the_trace_from_its_trained_turns(world) -> None:
     turns: list[str | ScriptedResponse] = [
         example.text[start:end] for start, end in example.trained_spans()
     ]
-    retriever = TableRetriever(table=dict(zip(queries, found, strict=True)))
+    retriever = TitledTableRetriever(table=dict(zip(queries, found, strict=True)))
     model = FakeTraceModel(turns)
     config = SearchAgentConfig(protocol=TOY_SEARCH_PROTOCOL, retrieve_topk=3)
     graph = create_adaptive_rag_graph(model, retriever, "search_agent", config=config)
