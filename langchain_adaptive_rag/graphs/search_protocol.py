@@ -17,14 +17,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
 
 from langchain_adaptive_rag.errors import AdaptiveRAGError
 from langchain_adaptive_rag.state import RetrievedDoc
 
 __all__ = [
     "AnswerReader",
+    "ChatTemplating",
     "SearchDemonstration",
     "SearchProtocol",
     "SearchStep",
@@ -46,6 +47,21 @@ r"""How the answer is read from the whole generated text:
 - ``last_boxed``: the last ``\boxed{...}`` of a line (greedy within the line), then the
   last ``\text{...}`` inside it, with ``()`` stripped (Search-o1).
 """
+
+
+class ChatTemplating(Protocol):
+    """What [`SearchProtocol.chat_templated`][] needs of a tokenizer (transformers')."""
+
+    chat_template: Any
+
+    def apply_chat_template(
+        self,
+        conversation: list[dict[str, str]],
+        *,
+        add_generation_prompt: bool,
+        tokenize: bool,
+    ) -> Any:
+        """The conversation in the model's chat format."""
 
 
 @dataclass(frozen=True)
@@ -273,6 +289,46 @@ class SearchProtocol:
         thought = self.thought_format.replace("{thought}", demo.conclusion)
         parts.append(f"{thought}\n" + self.answer_format.replace("{answer}", demo.answer))
         return "".join(parts)
+
+    def chat_templated(self, tokenizer: ChatTemplating) -> SearchProtocol:
+        """This protocol with its prompt as a user turn in the tokenizer's chat template.
+
+        The presets' prompts are the official texts as written. A searcher trained from a
+        chat or instruct model reads them inside its chat template: Search-R1's
+        ``infer.py`` (PeterGriffinJin/Search-R1@a14dc3a, L88-L89) applies the tokenizer's
+        template to the prompt as one user message, with the generation prompt, and the
+        model's turns continue after it. The question and the search limit stay
+        placeholders, filled when a run starts.
+
+        Args:
+            tokenizer: The model's tokenizer (``ChatTransformers(...).hf_tokenizer``).
+
+        Returns:
+            A copy named ``<name>_chat`` whose prompt is the templated text.
+
+        Raises:
+            AdaptiveRAGError: The tokenizer has no chat template, or the protocol shows
+                demonstrations (which the template would put inside the user turn).
+        """
+        if not tokenizer.chat_template:
+            msg = (
+                f"Received a tokenizer without a chat template for protocol {self.name!r}; "
+                "expected one that has a template. Fix: use the protocol as it is (its "
+                "prompt is the base-model text), or load the model's own tokenizer."
+            )
+            raise AdaptiveRAGError(msg)
+        if self.demonstrations:
+            msg = (
+                f"Protocol {self.name!r} shows {len(self.demonstrations)} demonstrations; "
+                "expected none inside a chat template. Fix: use the protocol without "
+                "demonstrations (dataclasses.replace(protocol, demonstrations=())) on a "
+                "chat model, or keep the plain prompt for a base model."
+            )
+            raise AdaptiveRAGError(msg)
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": self.prompt}], add_generation_prompt=True, tokenize=False
+        )
+        return replace(self, name=f"{self.name}_chat", prompt=str(prompt))
 
     def clean_query(self, query: str) -> str:
         """``query`` as it is sent: the replacements made, stripped if the protocol strips."""
