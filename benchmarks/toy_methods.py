@@ -13,10 +13,13 @@
    seconds per question.
 
 Every run writes as it goes under ``--out``: run the command again and it resumes.
+``--concurrency N`` answers N questions at a time, their model calls decoded together
+(the same answers; a question's seconds then include the time it decodes beside others).
 
 Run:
     python benchmarks/toy_methods.py [--out runs/toy] [--dev-limit N] [--test-limit N]
-        [--methods ircot,dragin]
+        [--methods ircot,dragin] [--concurrency 8] [--model DIR]
+        [--threshold dragin=0.25 ...]
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from langchain_adaptive_rag.evaluation.calibration import (
 )
 from langchain_adaptive_rag.evaluation.datasets import Example
 from langchain_adaptive_rag.evaluation.results import read_results
+from langchain_adaptive_rag.evaluation.setup import batch_rows
 from langchain_adaptive_rag.graphs import display_name
 from langchain_adaptive_rag.toyworld import (
     TOY_PROMPTS,
@@ -85,6 +89,25 @@ def _em_by_category(run_dir: Path, examples: Sequence[Example]) -> dict[str, flo
     return {c: sum(v) / len(v) for c, v in scores.items() if v}
 
 
+def _given_thresholds(pairs: Sequence[str]) -> dict[str, float]:
+    """``--threshold METHOD=VALUE`` options as a mapping, checked."""
+    given: dict[str, float] = {}
+    for pair in pairs:
+        method, _, value = pair.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if method not in SWEEPS or number != number:
+            msg = (
+                f"Received --threshold {pair!r}; expected METHOD=VALUE with METHOD one of "
+                f"{', '.join(SWEEPS)} and a number, e.g. --threshold dragin=0.25."
+            )
+            raise SystemExit(msg)
+        given[method] = number
+    return given
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/toy", help="directory of every run (resumable)")
@@ -95,20 +118,37 @@ def main() -> None:
         default=",".join(TOY_METHODS),
         help="comma-separated (default: all the toy model runs)",
     )
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="questions answered at once (default 1)"
+    )
+    parser.add_argument(
+        "--model", default=None, help="a toy model directory (default: the shipped one)"
+    )
+    parser.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METHOD=VALUE",
+        help="run METHOD at VALUE instead of calibrating it (repeatable)",
+    )
     args = parser.parse_args()
     methods = args.methods.split(",")
+    given = _given_thresholds(args.threshold)
     torch.set_num_threads(2)
     out = Path(args.out)
-    model = load_toy_model()
+    model = load_toy_model(args.model, batch_concurrent_calls=args.concurrency > 1)
+    model.max_batch_rows = max(batch_rows(TOY_CONFIGS[m], args.concurrency) for m in methods)
     retriever = toy_retriever(k=3)
     dev, test = split_dev_test(toy_examples(toy_questions(), toy_corpus()))
     dev, test = _balanced(dev, args.dev_limit), _balanced(test, args.test_limit)
-    settings = RunSettings(method="dragin", dataset="toyworld", model="toy model (shipped)")
+    settings = RunSettings(
+        method="dragin", dataset="toyworld", model=f"toy model ({args.model or 'shipped'})"
+    )
     print(f"toy world: {len(dev)} dev and {len(test)} test questions, BM25 top-3\n")
 
-    chosen: dict[str, float] = {}
+    chosen: dict[str, float] = dict(given)
     for method, values in SWEEPS.items():
-        if method not in methods:
+        if method not in methods or method in given:
             continue
         start = time.time()
         points = calibrate_threshold(
@@ -121,6 +161,7 @@ def main() -> None:
             config=TOY_CONFIGS[method],
             prompts=TOY_PROMPTS,
             settings=settings,
+            concurrency=args.concurrency,
         )
         best = choose_threshold(points)
         chosen[method] = best.threshold
@@ -159,6 +200,7 @@ def main() -> None:
             prompts=TOY_PROMPTS,
             settings=settings,
             progress=False,
+            concurrency=args.concurrency,
         )
         row = summarize(run_dir)
         by_category = _em_by_category(run_dir, test)

@@ -21,7 +21,17 @@ from langchain_adaptive_rag.graphs import display_name
 from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
 from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, demo_questions, run_method
 
-METHODS = ("single_round", "fix_length", "fix_sentence", "flare", "dragin", "seakr", "ta_are")
+METHODS = (
+    "single_round",
+    "fix_length",
+    "fix_sentence",
+    "flare",
+    "dragin",
+    "seakr",
+    "etc",
+    "ta_are",
+    "search_agent",
+)
 
 
 def main() -> None:

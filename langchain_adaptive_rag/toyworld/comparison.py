@@ -34,17 +34,19 @@ from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
 from langchain_adaptive_rag.graphs.uncertainty_gate import UncertaintyGateConfig
 from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
 from langchain_adaptive_rag.state import RetrievalEvent
-from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS
+from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS, TOY_SEARCH_PROTOCOL
 from langchain_adaptive_rag.toyworld.questions import ToyQuestion
 
 __all__ = [
     "TOY_CONFIGS",
     "TOY_METHODS",
+    "TOY_SEARCH_BUDGET",
     "MethodSummary",
     "QuestionResult",
     "demo_questions",
@@ -56,11 +58,23 @@ __all__ = [
     "toy_config",
 ]
 
+_TRAINED_INTO_THE_TOY_MODEL = ("search_agent",)
+"""Methods that need a trained model and that the toy model was trained for: its training
+mix holds search traces in ``TOY_SEARCH_PROTOCOL`` (``toyworld_training --search-traces``)."""
+
 TOY_METHODS: tuple[str, ...] = tuple(
-    method for method in AVAILABLE_METHODS if policy_class(method).trained_model is None
+    method
+    for method in AVAILABLE_METHODS
+    if policy_class(method).trained_model is None or method in _TRAINED_INTO_THE_TOY_MODEL
 )
-"""The methods any causal LM runs, the toy model included: all but Self-RAG, which needs
-a model trained with its reflection tokens."""
+"""The methods the toy model runs: those any causal LM runs, and the search agent, whose
+protocol the toy model was trained on. Self-RAG needs a model trained with its reflection
+tokens, the tool agent a chat model that calls tools."""
+
+TOY_SEARCH_BUDGET = 128
+"""The search agent's token budget on the toy world: its turns take at most 48 tokens
+each (``TOY_SEARCH_PROTOCOL.turn_max_tokens``), and a trace of two searches and the answer
+takes about 100."""
 
 TOY_CONFIGS: dict[str, MethodConfig] = {
     "no_retrieval": MethodConfig(generate_max_length=48),
@@ -69,39 +83,45 @@ TOY_CONFIGS: dict[str, MethodConfig] = {
     "fix_sentence": FixSentenceConfig(generate_max_length=48),
     "ircot": IRCoTConfig(generate_max_length=48, retrieve_topk=3, max_paragraphs=6),
     "adaptive_rag": AdaptiveRAGConfig(generate_max_length=48, retrieve_topk=3, max_paragraphs=6),
-    "flare": FLAREConfig(generate_max_length=48, theta=0.9, beta=0.4),
-    "dragin": DRAGINConfig(generate_max_length=48, theta=0.25, query_top_n=6, mode="paper"),
+    "flare": FLAREConfig(generate_max_length=48, theta=0.95, beta=0.4),
+    "dragin": DRAGINConfig(generate_max_length=48, theta=0.5, query_top_n=6, mode="paper"),
     "seakr": SeaKRConfig(
         generate_max_length=48,
         num_samples=8,
         hidden_layer=1,
-        delta=-8.0,
+        delta=-4.0,
         rerank_margin=0.3,
         mode="paper",
     ),
     "etc": ETCConfig(generate_max_length=48, theta=0.3, query_top_n=6),
-    "uncertainty_gate": UncertaintyGateConfig(generate_max_length=48, threshold=13.0),
+    "uncertainty_gate": UncertaintyGateConfig(generate_max_length=48, threshold=11.5),
     "vanilla": TAAREConfig(generate_max_length=48, answer_prompt="qa"),
     "ta_are": TAAREConfig(generate_max_length=48, today="November 21, 2026", answer_prompt="qa"),
+    "search_agent": SearchAgentConfig(
+        generate_max_length=TOY_SEARCH_BUDGET, protocol=TOY_SEARCH_PROTOCOL
+    ),
 }
 """Each method's configuration for the toy model: the answer budget fits the toy answers
 (at most about 40 tokens), FL-RAG retrieves every 8 tokens (a toy sentence is about that
 long), and the thresholds (FLARE ``theta``, DRAGIN ``theta``, SeaKR ``delta``, ETC
 ``theta``, the margin gate's ``threshold``) are the values ``benchmarks/toy_methods.py``
-chooses on the dev questions for the shipped model (the toy model's top-two margins lie
-between 11 and 13 nats; the best F1 is at 13, which retrieves for nearly every question).
+chooses on the dev questions for the shipped model (best F1, ties to fewer retrievals;
+the toy model's top-two margins lie between 11 and 13 nats, and the gate's 11.5 retrieves
+for about three questions in four).
 ETC's query keeps 6 words, as DRAGIN's.
 Vanilla and TA-ARE answer with the QA prompt the toy model was trained on
 (``answer_prompt="qa"``; their decision prompt is the paper's).
-DRAGIN runs the paper reading (``mode="paper"``): its ``theta`` was calibrated under it,
-and in reference mode, at the same ``theta``, the fixed set's unknown-fact EM falls to
-0.50 (stop words may trigger; not recalibrated).
+The search agent follows the protocol of the toy model's search traces
+(``TOY_SEARCH_PROTOCOL``: Search-R1's tags, 48 tokens a turn) within ``TOY_SEARCH_BUDGET``.
+DRAGIN runs the paper reading (``mode="paper"``): its ``theta`` was calibrated under it
+(in reference mode stop words may trigger too; not recalibrated).
 SeaKR's ``rerank_margin`` (0.3) is the smallest margin of best dev EM in
-``benchmarks/toy_seakr_rerank.py``: the toy model's confident candidates all sit at the
-``U`` floor (about -4.8 for ``k = 8``), where they differ by 0.01-0.1. With it, SeaKR's
-calibrated ``delta`` (-8) is below that floor, so on the toy model SeaKR retrieves at every
-step: its ``U`` does not tell a step the model copied from the wrong sentence from one it
-read right, and retrieving with re-ranking answers best. SeaKR runs the paper reading too
+``benchmarks/toy_seakr_rerank.py`` on the model before its search traces (on the shipped
+model it ties with the best, 0.2): the toy model's confident candidates all sit at the
+``U`` floor (about -4.8 for ``k = 8``), where they differ by 0.01-0.1. With it, every
+``delta`` from -8 (below the floor: a retrieval at every step) to -4 (a step retrieves
+when its ``U`` is above the floor) ties on dev, and the rule takes -4, which retrieves
+half as often. SeaKR runs the paper reading too
 (``mode="paper"``, ``U`` in float64), under which ``delta`` and the margin were calibrated:
 at that floor the reference code's float32 ``U`` is decided by the last bits of the
 hidden states, which batching moves (by about 1e-5), so the same question would re-rank

@@ -91,7 +91,7 @@ def test_every_method_is_served(server: str) -> None:
     assert graphs == {
         "no_retrieval", "single_round", "fix_length", "fix_sentence", "ircot",
         "adaptive_rag", "flare", "dragin", "seakr", "etc", "uncertainty_gate", "vanilla",
-        "ta_are",
+        "ta_are", "search_agent",
     }  # fmt: skip
     schema = client.assistants.get_schemas(
         next(a["assistant_id"] for a in client.assistants.search(graph_id="dragin"))

@@ -21,9 +21,16 @@ from langchain_adaptive_rag.graphs import (
     policy_class,
 )
 from langchain_adaptive_rag.graphs.policy import Policy
+from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
 from langchain_adaptive_rag.state import AdaptiveRAGState
 from langchain_adaptive_rag.testing import FakeTraceModel
-from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS, TOY_METHODS, toy_config
+from langchain_adaptive_rag.toyworld.comparison import (
+    TOY_CONFIGS,
+    TOY_METHODS,
+    TOY_SEARCH_BUDGET,
+    toy_config,
+)
+from langchain_adaptive_rag.toyworld.prompts import TOY_SEARCH_PROTOCOL
 from tests.helpers.agent_model import ScriptedAgentModel
 from tests.helpers.scripted import RecordingRetriever
 
@@ -70,6 +77,7 @@ _SERVED_TODAY = (
     "seakr",
     "vanilla",
     "ta_are",
+    "search_agent",
 )
 
 
@@ -78,7 +86,12 @@ def test_every_toy_method_has_a_toy_config_of_its_class() -> None:
     for method in TOY_METHODS:
         chosen = toy_config(method)
         assert isinstance(chosen, config_class(method))
-        assert chosen.generate_max_length == 48
+        if isinstance(chosen, SearchAgentConfig):  # 48 a turn, over several turns
+            assert chosen.search_protocol == TOY_SEARCH_PROTOCOL
+            assert chosen.search_protocol.turn_max_tokens == 48
+            assert chosen.generate_max_length == TOY_SEARCH_BUDGET
+        else:
+            assert chosen.generate_max_length == 48
 
 
 def test_a_registry_line_for_another_class_is_refused() -> None:
