@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from search_adherence import HEADER, adherence_row, run_one
 
 from langchain_adaptive_rag.graphs import create_adaptive_rag_graph
-from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
 from langchain_adaptive_rag.toyworld import (
     build_corpus,
     load_toy_model,
@@ -27,6 +26,7 @@ from langchain_adaptive_rag.toyworld import (
     toy_retriever,
     toy_world,
 )
+from langchain_adaptive_rag.toyworld.comparison import TOY_SEARCH_BUDGET, toy_config
 from langchain_adaptive_rag.toyworld.prompts import TOY_SEARCH_PROTOCOL
 
 
@@ -38,13 +38,14 @@ def main() -> None:
     args = parser.parse_args()
     questions = toy_questions()[: args.questions]
     chat = load_toy_model(args.model, batch_concurrent_calls=True)
-    config = SearchAgentConfig(protocol=TOY_SEARCH_PROTOCOL, generate_max_length=128)
+    config = toy_config("search_agent")  # TOY_SEARCH_PROTOCOL within TOY_SEARCH_BUDGET
     graph = create_adaptive_rag_graph(chat, toy_retriever(), "search_agent", config=config)
     with ThreadPoolExecutor(args.concurrency) as pool:
         runs = list(pool.map(run_one, [graph] * len(questions), [q.question for q in questions]))
     print(
         f"toy model {args.model or '(shipped)'}, {len(questions)} toy questions, BM25 top 3, "
-        f"protocol {TOY_SEARCH_PROTOCOL.name}, 128 tokens over at most 5 turns of 48, "
+        f"protocol {TOY_SEARCH_PROTOCOL.name}, {TOY_SEARCH_BUDGET} tokens over at most 5 turns "
+        f"of {TOY_SEARCH_PROTOCOL.turn_max_tokens}, "
         f"concurrency {args.concurrency}\n"
     )
     print(HEADER.format(label="questions"))
