@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,8 +98,8 @@ def _given_thresholds(pairs: Sequence[str]) -> dict[str, float]:
         try:
             number = float(value)
         except ValueError:
-            number = float("nan")
-        if method not in SWEEPS or number != number:
+            number = math.nan
+        if method not in SWEEPS or math.isnan(number):
             msg = (
                 f"Received --threshold {pair!r}; expected METHOD=VALUE with METHOD one of "
                 f"{', '.join(SWEEPS)} and a number, e.g. --threshold dragin=0.25."

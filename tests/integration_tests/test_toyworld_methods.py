@@ -111,6 +111,14 @@ def _eight_at_a_time(method: str, questions: list[ToyQuestion]) -> list[dict[str
     return graph.batch([{"question": q.question} for q in questions], {"max_concurrency": 8})
 
 
+def _held_out_em(method: str, questions: list[ToyQuestion]) -> float:
+    """The method's exact match over ``questions``, eight at a time."""
+    states = _eight_at_a_time(method, questions)
+    assert len(states) == len(questions)
+    pairs = zip(states, questions, strict=True)
+    return sum(exact_match(str(state["answer"]), q.answer) for state, q in pairs) / len(states)
+
+
 @pytest.fixture(scope="module")
 def held_out() -> list[ToyQuestion]:
     # The harness's held-out test split (161 questions).
@@ -127,10 +135,7 @@ def test_without_retrieval_known_facts_succeed(held_out: list[ToyQuestion]) -> N
     # Every known-fact question of the held-out test split (71): the fixed set's six hold
     # four comparison and grandfather questions, which the toy model answers least surely.
     known = [q for q in held_out if q.category == "known"]
-    states = _eight_at_a_time("no_retrieval", known)
-    em = sum(
-        exact_match(str(state["answer"]), q.answer) for state, q in zip(states, known, strict=True)
-    ) / len(known)
+    em = _held_out_em("no_retrieval", known)
     assert len(known) == 71 and em >= 0.8, f"EM {em:.3f} on {len(known)} known-fact questions"
 
 
@@ -144,13 +149,9 @@ def test_retrieval_answers_most_unknown_fact_test_questions(
     # sequences, on the first 48 (EM 0.83 there, 0.66 on all 90 when measured) to keep the
     # suite's time.
     questions = unknown_test_questions[:48] if method == "seakr" else unknown_test_questions
-    states = _eight_at_a_time(method, questions)
-    em = sum(
-        exact_match(str(state["answer"]), q.answer)
-        for state, q in zip(states, questions, strict=True)
-    ) / len(states)
-    assert len(unknown_test_questions) == 90 and len(states) == len(questions)
-    assert em > 0.5, f"{method}: EM {em:.3f} on {len(states)} unknown-fact test questions"
+    em = _held_out_em(method, questions)
+    assert len(unknown_test_questions) == 90
+    assert em > 0.5, f"{method}: EM {em:.3f} on {len(questions)} unknown-fact test questions"
 
 
 def test_dragin_and_flare_retrieve_less_than_fixed_schedules(
