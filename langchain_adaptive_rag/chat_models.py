@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import numbers
 import threading
 import warnings
@@ -13,18 +14,18 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
-    ChatMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
 )
 from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from typing_extensions import Self
@@ -33,6 +34,7 @@ from langchain_adaptive_rag.cancellation import (
     run_in_thread,
     stoppable_context,
 )
+from langchain_adaptive_rag.chat_messages import chat_dict, message_text
 from langchain_adaptive_rag.engine.capabilities import ModelCapabilities
 from langchain_adaptive_rag.engine.loading import load_pretrained
 from langchain_adaptive_rag.engine.local_model import LocalModel
@@ -50,6 +52,14 @@ from langchain_adaptive_rag.options import (
     TokenEvent,
 )
 from langchain_adaptive_rag.token_signals import SIGNALS_KEY, AttentionMatrix
+from langchain_adaptive_rag.tool_calling import (
+    HERMES,
+    BoundTools,
+    ToolCallFormat,
+    ToolPrompt,
+    ToolReply,
+    tool_names,
+)
 
 __all__ = ["AttentionKernel", "ChatTransformers"]
 
@@ -486,11 +496,11 @@ class ChatTransformers(BaseChatModel):
             msg = "Received no messages. Expected at least one message or a text prompt."
             raise AdaptiveRAGError(msg)
         if not self.use_chat_template:
-            text = "\n".join(_message_text(m) for m in messages)
+            text = "\n".join(message_text(m) for m in messages)
             return list(tokenizer(text)["input_ids"])
         continue_last = isinstance(messages[-1], AIMessage)
         rendered: str = tokenizer.apply_chat_template(
-            [_to_chat_dict(m) for m in messages],
+            [chat_dict(m) for m in messages],
             tokenize=False,
             add_generation_prompt=not continue_last,
             continue_final_message=continue_last,
@@ -561,6 +571,99 @@ class ChatTransformers(BaseChatModel):
 
     # -- LangChain chat model API -----------------------------------------------------
 
+    def bind_tools(  # type: ignore[override]
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | bool | None = None,
+        tool_format: ToolCallFormat | None = None,
+        max_tokens: int | None = None,
+        ls_structured_output_format: dict[str, Any] | None = None,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools: the model is shown them and its calls are read from its text.
+
+        The model must have been trained to call tools in ``tool_format``: the default,
+        [`HermesToolCalls`][langchain_adaptive_rag.tool_calling.HermesToolCalls], shows the
+        tools through the model's chat template and reads ``<tool_call>`` JSON (Qwen2.5,
+        Qwen3, Hermes); ``SearchToolCalls(protocol)`` makes a searcher's query tags calls of
+        one search tool. ``create_agent`` calls this itself (a ``tool_format`` in its
+        ``model_settings`` is passed on).
+
+        Args:
+            tools: Tools, functions, pydantic models or OpenAI tool dictionaries.
+            tool_choice: ``None`` or ``"auto"``: the model decides; ``"none"``: it answers
+                without calling; ``"required"``, ``"any"`` or ``True``: it calls one (the
+                call's opening is written for it); a tool's name: it calls that tool.
+            tool_format: How the tools are shown and the calls written (default: hermes).
+            max_tokens: Tokens each call may generate (``None``: ``max_new_tokens``); a
+                ``create_agent`` middleware's ``model_settings`` pass it here.
+            ls_structured_output_format: LangChain's tracing record of a structured-output
+                call (``with_structured_output`` passes it).
+
+        Returns:
+            The model with the tools bound (LangChain's ``Runnable`` of messages).
+
+        Raises:
+            AdaptiveRAGError: ``tool_choice`` names no bound tool.
+        """
+        bound = BoundTools(
+            tools=tuple(convert_to_openai_tool(tool) for tool in tools),
+            choice="auto",
+            format=tool_format or HERMES,
+        )
+        names = tool_names(bound)
+        if tool_choice in (None, "auto"):
+            choice = "auto"
+        elif tool_choice in (True, "any", "required"):
+            choice = "required"
+        elif tool_choice == "none" or tool_choice is False:
+            choice = "none"
+        elif isinstance(tool_choice, str) and tool_choice in names:
+            choice = tool_choice
+        else:
+            msg = (
+                f"Received tool_choice={tool_choice!r}; expected 'auto', 'none', 'required', "
+                f"'any', True or a bound tool's name {names}."
+            )
+            raise AdaptiveRAGError(msg)
+        options: dict[str, Any] = {"tools": BoundTools(bound.tools, choice, bound.format)}
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        if ls_structured_output_format is not None:
+            options["ls_structured_output_format"] = ls_structured_output_format
+        return self.bind(**options)
+
+    def _split_tools(self, options: dict[str, Any]) -> tuple[BoundTools | None, dict[str, Any]]:
+        """The bound tools of a call (``bind_tools``) and its other options."""
+        rest = dict(options)
+        bound = rest.pop("tools", None)
+        if bound is None or isinstance(bound, BoundTools):
+            return bound, rest
+        msg = (
+            f"ChatTransformers received tools={type(bound).__name__}; expected tools bound "
+            "with bind_tools. Fix: llm.bind_tools([...]).invoke(...)."
+        )
+        raise AdaptiveRAGError(msg)
+
+    def _prepare(
+        self, messages: list[BaseMessage], stop: list[str] | None, options: dict[str, Any]
+    ) -> tuple[DecodeRequest, BoundTools | None, ToolPrompt | None]:
+        """A call's decode request, its bound tools and, with tools, its prompt."""
+        bound, rest = self._split_tools(options)
+        if bound is None:
+            decoding = self._decoding(stop, rest)
+            prompt_ids = self.encode(messages)
+            return self._request(prompt_ids, decoding), None, None
+        stops = tuple(stop) if stop is not None else tuple(self.stop or ())
+        extra = [s for s in bound.format.stop_strings(bound) if s not in stops]
+        decoding = self._decoding([*stops, *extra], rest)
+        prompt = bound.format.render(messages, bound, self.hf_tokenizer)
+        tokenized = self.hf_tokenizer(prompt.text, add_special_tokens=prompt.add_special_tokens)
+        return self._request(list(tokenized["input_ids"]), decoding), bound, prompt
+
+    def _request(self, prompt_ids: list[int], decoding: DecodingOptions) -> DecodeRequest:
+        return DecodeRequest(self.hf_model, self.hf_tokenizer, prompt_ids, decoding=decoding)
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -568,9 +671,7 @@ class ChatTransformers(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        decoding = self._decoding(stop, kwargs)
-        prompt_ids = self.encode(messages)
-        request = DecodeRequest(self.hf_model, self.hf_tokenizer, prompt_ids, decoding=decoding)
+        request, bound, prompt = self._prepare(messages, stop, kwargs)
         for _ in self._decode(request, stream=False):
             pass
         trace = request.traces[0]
@@ -593,11 +694,20 @@ class ChatTransformers(BaseChatModel):
         ]
         metadata = self._token_metadata(events, self._wants_logprobs(kwargs))
         metadata.update(self._final_metadata(trace))
-        message = AIMessage(
-            content=trace.text,
-            response_metadata=metadata,
-            usage_metadata=_usage(len(prompt_ids), trace.num_tokens),
-        )
+        usage = _usage(len(request.prompt_ids), trace.num_tokens)
+        if bound is None or prompt is None:
+            message = AIMessage(
+                content=trace.text, response_metadata=metadata, usage_metadata=usage
+            )
+        else:
+            reply = bound.format.parse(prompt.prefill + trace.text, trace.stop_string, bound)
+            message = AIMessage(
+                content=reply.content,
+                tool_calls=reply.tool_calls,
+                invalid_tool_calls=reply.invalid_tool_calls,
+                response_metadata=metadata,
+                usage_metadata=usage,
+            )
         return ChatResult(
             generations=[
                 ChatGeneration(
@@ -613,26 +723,33 @@ class ChatTransformers(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        decoding = self._decoding(stop, kwargs)
         want_logprobs = self._wants_logprobs(kwargs)
-        prompt_ids = self.encode(messages)
-        request = DecodeRequest(self.hf_model, self.hf_tokenizer, prompt_ids, decoding=decoding)
+        request, bound, prompt = self._prepare(messages, stop, kwargs)
+        release = _Release(
+            bound.format.held_from if bound else None, prompt.prefill if prompt else ""
+        )
         for event in self._decode(request):
+            piece = release.feed(event.piece)
             chunk = ChatGenerationChunk(
                 message=AIMessageChunk(
-                    content=event.piece,
+                    content=piece,
                     response_metadata=self._token_metadata([event], want_logprobs),
                 )
             )
-            if run_manager is not None:
-                run_manager.on_llm_new_token(event.piece, chunk=chunk)
+            if run_manager is not None and piece:
+                run_manager.on_llm_new_token(piece, chunk=chunk)
             yield chunk
         trace = request.traces[0]
+        rest, calls = "", []
+        if bound is not None and prompt is not None:
+            reply = bound.format.parse(prompt.prefill + trace.text, trace.stop_string, bound)
+            rest, calls = release.rest(reply), _call_chunks(reply)
         yield ChatGenerationChunk(
             message=AIMessageChunk(
-                content="",
+                content=rest,
+                tool_call_chunks=calls,
                 response_metadata=self._final_metadata(trace),
-                usage_metadata=_usage(len(prompt_ids), trace.num_tokens),
+                usage_metadata=_usage(len(request.prompt_ids), trace.num_tokens),
                 chunk_position="last",
             ),
             generation_info={"finish_reason": trace.finish_reason},
@@ -828,45 +945,55 @@ class ChatTransformers(BaseChatModel):
         )
 
 
-def _message_text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        else:
-            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            msg = (
-                f"ChatTransformers received a {kind!r} content block in a "
-                f"{type(message).__name__}. Expected text only (str or "
-                "{'type': 'text', 'text': ...} blocks)."
-            )
-            raise AdaptiveRAGError(msg)
-    return "".join(parts)
+class _Release:
+    """The streamed content of a reply with tools bound.
+
+    Text up to a call is released as it comes (less any end that may start the call's
+    opening); a call is held back.
+    """
+
+    def __init__(self, held_from: str | None, prefill: str) -> None:
+        self._held_from = held_from
+        self._text = prefill
+        self._sent = 0
+
+    def feed(self, piece: str) -> str:
+        """The content that ``piece`` releases."""
+        self._text += piece
+        limit = len(self._text)
+        if self._held_from is not None:
+            at = self._text.find(self._held_from)
+            limit = at if at >= 0 else limit - _partial_opening(self._text, self._held_from)
+        limit = max(limit, self._sent)
+        released = self._text[self._sent : limit]
+        self._sent = limit
+        return released
+
+    def rest(self, reply: ToolReply) -> str:
+        """The content not yet released, once the reply is read."""
+        sent = self._text[: self._sent]
+        return reply.content[len(sent) :] if reply.content.startswith(sent) else ""
 
 
-def _to_chat_dict(message: BaseMessage) -> dict[str, str]:
-    if isinstance(message, HumanMessage):
-        role = "user"
-    elif isinstance(message, AIMessage):
-        role = "assistant"
-    elif isinstance(message, SystemMessage):
-        role = "system"
-    elif isinstance(message, ToolMessage):
-        role = "tool"
-    elif isinstance(message, ChatMessage):
-        role = message.role
-    else:
-        msg = (
-            f"ChatTransformers cannot format a {type(message).__name__}. Expected human, "
-            "AI, system, tool or chat messages."
-        )
-        raise AdaptiveRAGError(msg)
-    return {"role": role, "content": _message_text(message)}
+def _partial_opening(text: str, opening: str) -> int:
+    """The length of the longest end of ``text`` that ``opening`` starts with."""
+    for size in range(min(len(text), len(opening) - 1), 0, -1):
+        if opening.startswith(text[-size:]):
+            return size
+    return 0
+
+
+def _call_chunks(reply: ToolReply) -> list[Any]:
+    """A reply's calls as the stream's last chunk carries them (arguments as JSON)."""
+    chunks = [
+        tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i)
+        for i, c in enumerate(reply.tool_calls)
+    ]
+    chunks += [
+        tool_call_chunk(name=c["name"], args=c["args"], id=c["id"], index=len(chunks) + i)
+        for i, c in enumerate(reply.invalid_tool_calls)
+    ]
+    return chunks
 
 
 def _usage(input_tokens: int, output_tokens: int) -> UsageMetadata:

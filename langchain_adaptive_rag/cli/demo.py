@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 import time
@@ -65,6 +66,18 @@ def _signal_table(trace: GenerationTrace) -> str:
     return "\n".join(lines)
 
 
+def default_methods() -> list[str]:
+    """The toy model's methods that run here.
+
+    The tool agent needs ``langchain`` (the ``agents`` extra).
+    """
+    from langchain_adaptive_rag.toyworld.comparison import TOY_METHODS
+
+    if importlib.util.find_spec("langchain") is None:
+        return [m for m in TOY_METHODS if m != "tool_agent"]
+    return list(TOY_METHODS)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """The toy world: every method on balanced toy questions, then one DRAGIN trace."""
     from langchain_adaptive_rag.toyworld import load_toy_model, toy_questions, toy_retriever
@@ -77,7 +90,12 @@ def run_demo(args: argparse.Namespace) -> int:
         toy_config,
     )
 
-    methods = list(args.methods) if args.methods else list(TOY_METHODS)  # ids, checked
+    methods = list(args.methods) if args.methods else default_methods()  # ids, checked
+    if not args.methods and len(methods) < len(TOY_METHODS):
+        print(
+            "The tool agent is left out: it runs LangChain's create_agent, from the package "
+            "langchain (pip install 'langchain-adaptive-rag[agents]').\n"
+        )
     untrained = [m for m in methods if m not in TOY_METHODS]
     if untrained:
         needs = "; ".join(f"{m}: {policy_class(m).trained_model}" for m in untrained)

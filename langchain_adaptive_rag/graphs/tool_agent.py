@@ -57,6 +57,9 @@ from langchain_adaptive_rag.graphs.policy import (
     bump,
     retrieval_decision,
 )
+from langchain_adaptive_rag.graphs.search_presets import SEARCH_PROTOCOLS
+from langchain_adaptive_rag.graphs.search_protocol import read_answer
+from langchain_adaptive_rag.graphs.search_tool_calls import SearchToolCalls
 from langchain_adaptive_rag.options import GraphModel
 from langchain_adaptive_rag.prompts import QAPrompts, extract_answer, read_answer_as
 from langchain_adaptive_rag.retrieving import QuestionRetriever, Retriever, RetrieverOptions
@@ -68,6 +71,7 @@ from langchain_adaptive_rag.state import (
     AdaptiveRAGState,
     RetrievalEvent,
 )
+from langchain_adaptive_rag.tool_calling import HERMES, ToolCallFormat
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
@@ -84,6 +88,15 @@ one also asks for a short answer, which exact match reads)."""
 
 ANSWER_NOW = "Answer the question now, with the answer alone."
 """The instruction of the forced answer, after a run that ended without one."""
+
+
+def tool_call_format(config: ToolAgentConfig) -> ToolCallFormat | None:
+    """The tool-call format a config names (``None``: the model's own)."""
+    if config.tool_format is None or config.tool_format == "hermes":
+        return HERMES if config.tool_format else None
+    if isinstance(config.tool_format, str):
+        return SearchToolCalls(SEARCH_PROTOCOLS[config.tool_format])
+    return config.tool_format
 
 
 @dataclass(frozen=True)
@@ -112,11 +125,26 @@ class ToolAgentConfig(MethodConfig):
         "Returns the most relevant passages, numbered, with their titles."
     )
     """The search tool's description, as the model reads it."""
+    tool_format: str | ToolCallFormat | None = None
+    """How a [`ChatTransformers`][langchain_adaptive_rag.ChatTransformers] model is shown
+    the tool and writes its calls: ``None`` or ``"hermes"``, JSON between
+    ``<tool_call>`` tags (Qwen2.5, Qwen3, Hermes); a search preset's name
+    (``"search_r1"``) or a ``SearchToolCalls(protocol)``: a trained searcher's query tags,
+    and its answer read as its protocol reads it. Served models call tools as their
+    server parses them (leave ``None``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.max_searches < 0:
             msg = f"ToolAgentConfig.max_searches must be >= 0, got {self.max_searches}."
+            raise AdaptiveRAGError(msg)
+        named = {"hermes", *SEARCH_PROTOCOLS}
+        if isinstance(self.tool_format, str) and self.tool_format not in named:
+            msg = (
+                f"ToolAgentConfig.tool_format must be 'hermes', a search preset's name or "
+                f"a ToolCallFormat, got {self.tool_format!r}. Expected one of "
+                f"{sorted(named)}."
+            )
             raise AdaptiveRAGError(msg)
         if not self.tool_name.isidentifier():
             msg = (
@@ -229,6 +257,18 @@ def _search_tool(
 
 
 _EVENT_KEYS = ("query", "doc_ids", "doc_texts", "doc_metadata", "note")
+_LOCAL = "chat-transformers"
+"""``ChatTransformers._llm_type``: a local model, which takes ``tool_format``."""
+
+
+def _model_settings(model: BaseChatModel, config: ToolAgentConfig, budget: int) -> dict[str, Any]:
+    """The settings each model call sends: the token budget, and a local model's format."""
+    if provider_of(model) == "openai-chat":
+        return {"max_tokens": budget}
+    if model._llm_type != _LOCAL:
+        return {}
+    chosen = tool_call_format(config)
+    return {"max_tokens": budget, **({"tool_format": chosen} if chosen else {})}
 
 
 def _chat_model(model: GraphModel) -> BaseChatModel:
@@ -316,15 +356,14 @@ class ToolAgent(MethodFacts):
             ModelCallLimitMiddleware(run_limit=config.max_rounds, exit_behavior="end"),
             ToolCallLimitMiddleware(run_limit=config.max_searches, exit_behavior="continue"),
         ]
-        if provider_of(self.model) == "openai-chat":
-            budget = config.generate_max_length
+        extra = _model_settings(self.model, config, config.generate_max_length)
+        if extra:
 
             @wrap_model_call
-            def token_budget(request: Any, handler: Any) -> Any:
-                settings = {**request.model_settings, "max_tokens": budget}
-                return handler(request.override(model_settings=settings))
+            def settings(request: Any, handler: Any) -> Any:
+                return handler(request.override(model_settings={**request.model_settings, **extra}))
 
-            middleware.append(token_budget)
+            middleware.append(settings)
         return create_agent(
             self.model,
             [_search_tool(self.retriever, self.options, config)],
@@ -338,8 +377,9 @@ class ToolAgent(MethodFacts):
     def run(self, config: ToolAgentConfig, state: ToolAgentState) -> dict[str, Any]:
         """Run the agent on the question; its reply, counts and retrieval events.
 
-        A run that ended without a reply (the model-call limit, or a last tool call)
-        asks the model once more without tools for the answer alone.
+        A run that ended without a reply (the model-call limit, or a last tool call),
+        or a searcher's run whose last reply holds no answer, asks the model once more
+        without tools for the answer alone.
         """
         usage = _Usage()
         run = _AgentRun(writer=_writer(), top_k=config.retrieve_topk, usage=usage)
@@ -350,7 +390,12 @@ class ToolAgent(MethodFacts):
         replies = [m for m in new if isinstance(m, AIMessage)]
         notice = len(replies) > usage.calls  # ModelCallLimitMiddleware's closing message
         last = new[-1] if new else None
-        if isinstance(last, AIMessage) and not last.tool_calls and not notice:
+        if (
+            isinstance(last, AIMessage)
+            and not last.tool_calls
+            and not notice
+            and self._answered(config, str(last.text))
+        ):
             reply = str(last.text)
         else:
             kept = new[:-1] if notice else new
@@ -374,14 +419,36 @@ class ToolAgent(MethodFacts):
     ) -> str:
         """The model's answer without tools, asked after the run's messages."""
         model: Runnable[Any, BaseMessage] = self.model
-        if provider_of(self.model) == "openai-chat":
-            model = self.model.bind(max_tokens=config.forced_answer_tokens)
-        prompt = [SystemMessage(config.system_prompt), *messages, HumanMessage(ANSWER_NOW)]
+        extra = _model_settings(self.model, config, config.forced_answer_tokens)
+        if self.model._llm_type == _LOCAL:  # shown the tool, told not to call it
+            tool = _search_tool(self.retriever, self.options, config)
+            model = self.model.bind_tools([tool], tool_choice="none", **extra)
+        elif extra:
+            model = self.model.bind(**extra)
+        # a searcher is asked in its protocol's form: the answer's opening tag is written
+        asking = [] if isinstance(tool_call_format(config), SearchToolCalls) else [ANSWER_NOW]
+        prompt = [SystemMessage(config.system_prompt), *messages, *map(HumanMessage, asking)]
         return str(model.invoke(prompt, settings).text)
 
     @staticmethod
-    def answer(prompts: QAPrompts, reply: str) -> str:
-        """The short answer in ``reply``: after the prompts' marker when it has one."""
+    def _answered(config: ToolAgentConfig, reply: str) -> bool:
+        """Whether a reply without calls ends the run: a searcher's holds its answer."""
+        chosen = tool_call_format(config)
+        return (
+            not isinstance(chosen, SearchToolCalls) or _protocol_answer(chosen, reply) is not None
+        )
+
+    @staticmethod
+    def answer(prompts: QAPrompts, reply: str, config: ToolAgentConfig | None = None) -> str:
+        """The short answer in ``reply``.
+
+        A searcher's (``tool_format`` a search protocol): as its protocol reads it; else
+        after the prompts' marker when it has one, else the reply.
+        """
+        chosen = tool_call_format(config) if config is not None else None
+        if isinstance(chosen, SearchToolCalls):
+            found = _protocol_answer(chosen, reply)
+            return chosen.protocol.no_answer if found is None else found
         found = extract_answer(reply, prompts.answer_marker, prompts.answer_kind)
         return found if found is not None else read_answer_as(reply.strip(), prompts.answer_kind)
 
@@ -410,6 +477,14 @@ class ToolAgent(MethodFacts):
             retriever_options=retriever_options,
             name=name,
         )
+
+
+def _protocol_answer(chosen: SearchToolCalls, reply: str) -> str | None:
+    """The answer a searcher's reply holds, read as its protocol reads it."""
+    protocol, closer = chosen.protocol, chosen.protocol.answer_closer
+    ended = reply.endswith(closer)
+    last = reply.removesuffix(closer) if ended else reply
+    return read_answer(protocol, reply, last, closer if ended else None)
 
 
 def _writer() -> StreamWriter:
@@ -480,7 +555,8 @@ def create_tool_agent_graph(
         return {**start, "standalone_question": "", **facts.run(settings, asked)}
 
     def finalize(state: ToolAgentState) -> dict[str, Any]:
-        answer = ToolAgent.answer(shown, state.get("text", ""))
+        settings = replace(chosen, **call_overrides(chosen))  # type: ignore[arg-type]
+        answer = ToolAgent.answer(shown, state.get("text", ""), settings)
         final = {**state, "answer": answer}
         step = len(state.get("retrievals", [])) + 1
         _writer()({"event": "decision", **retrieval_decision(step, retrieve=False, note="answer")})

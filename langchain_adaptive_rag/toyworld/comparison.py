@@ -35,7 +35,9 @@ from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
 from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
+from langchain_adaptive_rag.graphs.search_tool_calls import SearchToolCalls
 from langchain_adaptive_rag.graphs.ta_are import TAAREConfig
+from langchain_adaptive_rag.graphs.tool_agent import ToolAgentConfig
 from langchain_adaptive_rag.graphs.uncertainty_gate import UncertaintyGateConfig
 from langchain_adaptive_rag.options import TraceModel
 from langchain_adaptive_rag.prompts import QAPrompts
@@ -58,18 +60,19 @@ __all__ = [
     "toy_config",
 ]
 
-_TRAINED_INTO_THE_TOY_MODEL = ("search_agent",)
+_TRAINED_INTO_THE_TOY_MODEL = ("search_agent", "tool_agent")
 """Methods that need a trained model and that the toy model was trained for: its training
-mix holds search traces in ``TOY_SEARCH_PROTOCOL`` (``toyworld_training --search-traces``)."""
+mix holds search traces in ``TOY_SEARCH_PROTOCOL`` (``toyworld_training --search-traces``),
+which the tool agent reads as tool calls (``SearchToolCalls``)."""
 
 TOY_METHODS: tuple[str, ...] = tuple(
     method
     for method in AVAILABLE_METHODS
     if policy_class(method).trained_model is None or method in _TRAINED_INTO_THE_TOY_MODEL
 )
-"""The methods the toy model runs: those any causal LM runs, and the search agent, whose
-protocol the toy model was trained on. Self-RAG needs a model trained with its reflection
-tokens, the tool agent a chat model that calls tools."""
+"""The methods the toy model runs: those any causal LM runs, and the search agent and the
+tool agent, whose protocol (as text, or as tool calls) the toy model was trained on.
+Self-RAG needs a model trained with its reflection tokens."""
 
 TOY_SEARCH_BUDGET = 128
 """The search agent's token budget on the toy world: its turns take at most 48 tokens
@@ -100,6 +103,13 @@ TOY_CONFIGS: dict[str, MethodConfig] = {
     "search_agent": SearchAgentConfig(
         generate_max_length=TOY_SEARCH_BUDGET, protocol=TOY_SEARCH_PROTOCOL
     ),
+    # the same turns as calls of the search tool: 48 tokens a call, the protocol's limits
+    "tool_agent": ToolAgentConfig(
+        generate_max_length=TOY_SEARCH_PROTOCOL.turn_max_tokens,
+        tool_format=SearchToolCalls(TOY_SEARCH_PROTOCOL),
+        max_searches=TOY_SEARCH_PROTOCOL.max_searches or 4,
+        max_rounds=TOY_SEARCH_PROTOCOL.max_turns or 5,
+    ),
 }
 """Each method's configuration for the toy model: the answer budget fits the toy answers
 (at most about 40 tokens), FL-RAG retrieves every 8 tokens (a toy sentence is about that
@@ -112,7 +122,9 @@ ETC's query keeps 6 words, as DRAGIN's.
 Vanilla and TA-ARE answer with the QA prompt the toy model was trained on
 (``answer_prompt="qa"``; their decision prompt is the paper's).
 The search agent follows the protocol of the toy model's search traces
-(``TOY_SEARCH_PROTOCOL``: Search-R1's tags, 48 tokens a turn) within ``TOY_SEARCH_BUDGET``.
+(``TOY_SEARCH_PROTOCOL``: Search-R1's tags, 48 tokens a turn) within ``TOY_SEARCH_BUDGET``;
+the tool agent runs ``create_agent`` on the same turns, read as calls of its search tool
+(``SearchToolCalls``), within the protocol's limits (4 searches, 5 model calls).
 DRAGIN runs the paper reading (``mode="paper"``): its ``theta`` was calibrated under it
 (in reference mode stop words may trigger too; not recalibrated).
 SeaKR's ``rerank_margin`` (0.3) is the smallest margin of best dev EM in

@@ -75,3 +75,18 @@ def test_demo_rejects_an_unknown_method(capsys: pytest.CaptureFixture[str]) -> N
         main(["demo", "--methods", "dragin,magic"])
     assert ended.value.code == 2
     assert "method='magic' is unknown" in capsys.readouterr().err
+
+
+def test_demo_leaves_the_tool_agent_out_without_langchain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain_adaptive_rag.toyworld.comparison import TOY_METHODS
+
+    assert cli_module.default_methods() == list(TOY_METHODS)
+    found = cli_module.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli_module.importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name == "langchain" else found(name, *rest),
+    )
+    assert cli_module.default_methods() == [m for m in TOY_METHODS if m != "tool_agent"]

@@ -37,6 +37,8 @@ from langchain_adaptive_rag.graphs.flare import FLAREConfig
 from langchain_adaptive_rag.graphs.ircot import IRCoTConfig
 from langchain_adaptive_rag.graphs.policy import MethodConfig
 from langchain_adaptive_rag.graphs.seakr import SeaKRConfig
+from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
+from langchain_adaptive_rag.graphs.tool_agent import ToolAgentConfig
 from langchain_adaptive_rag.options import CaptureOptions, DecodingOptions
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 from langchain_adaptive_rag.prompts import build_prompt
@@ -310,3 +312,32 @@ def test_each_method_answers_real_questions_in_the_papers_format(
         else:  # the budget or the answer ends a run long before the safety net
             assert counts["rounds"] < config.max_rounds, (method, counts)
         assert counts["llm_calls"] <= MAX_CALLS.get(method, 12), (method, counts)
+
+
+def test_the_tool_agent_reads_the_search_agents_turns_as_tool_calls(
+    chat: ChatTransformers,
+) -> None:
+    # Gemma 3 270M follows Search-o1's tags with two worked searches shown; as a tool
+    # agent (create_agent, its query tags read as calls of the search tool) it reads the
+    # same text as the search agent, so it writes the same queries and answer
+    pytest.importorskip("langchain.agents")
+    (question,) = _questions(1)
+    retriever = create_bm25_retriever([p["text"] for p in question["paragraphs"]], k=2)
+    searcher = SearchAgentConfig(
+        protocol="search_o1_fewshot",
+        generate_max_length=144,
+        turn_max_tokens=48,
+        max_turns=3,
+        force_answer=True,
+    )
+    agent = ToolAgentConfig(
+        tool_format="search_o1_fewshot", generate_max_length=48, max_rounds=3, max_searches=10
+    )
+    expected = create_adaptive_rag_graph(chat, retriever, "search_agent", config=searcher)
+    found = create_adaptive_rag_graph(chat, retriever, "tool_agent", config=agent)
+    a = expected.invoke({"question": question["question"]})
+    b = found.invoke({"question": question["question"]})
+    assert [r["query"] for r in a["retrievals"]] == [r["query"] for r in b["retrievals"]]
+    assert b["counts"]["retrievals"] >= 1, b["text"]
+    assert b["answer"] == a["answer"] != ""
+    assert b["counts"]["llm_calls"] == a["counts"]["llm_calls"]

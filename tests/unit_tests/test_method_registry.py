@@ -22,6 +22,8 @@ from langchain_adaptive_rag.graphs import (
 )
 from langchain_adaptive_rag.graphs.policy import Policy
 from langchain_adaptive_rag.graphs.search_agent import SearchAgentConfig
+from langchain_adaptive_rag.graphs.search_tool_calls import SearchToolCalls
+from langchain_adaptive_rag.graphs.tool_agent import ToolAgentConfig
 from langchain_adaptive_rag.state import AdaptiveRAGState
 from langchain_adaptive_rag.testing import FakeTraceModel
 from langchain_adaptive_rag.toyworld.comparison import (
@@ -78,6 +80,7 @@ _SERVED_TODAY = (
     "vanilla",
     "ta_are",
     "search_agent",
+    "tool_agent",
 )
 
 
@@ -90,6 +93,9 @@ def test_every_toy_method_has_a_toy_config_of_its_class() -> None:
             assert chosen.search_protocol == TOY_SEARCH_PROTOCOL
             assert chosen.search_protocol.turn_max_tokens == 48
             assert chosen.generate_max_length == TOY_SEARCH_BUDGET
+        elif isinstance(chosen, ToolAgentConfig):  # the same turns, read as tool calls
+            assert chosen.tool_format == SearchToolCalls(TOY_SEARCH_PROTOCOL)
+            assert chosen.generate_max_length == 48
         else:
             assert chosen.generate_max_length == 48
 

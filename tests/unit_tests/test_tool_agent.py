@@ -104,6 +104,24 @@ def test_the_model_call_limit_ends_with_a_forced_answer() -> None:
     assert result["answer"] == "1931"
 
 
+def test_a_searchers_reply_without_its_answer_is_asked_for_one_in_its_protocols_form() -> None:
+    model = ScriptedAgentModel(
+        replies=[
+            call("Blue Harbour"),
+            reply("Anna Berg directed it."),
+            reply("<answer> 1931 </answer>"),
+        ]
+    )
+    config = ToolAgentConfig(tool_format="search_r1")
+    graph = create_adaptive_rag_graph(
+        model, create_bm25_retriever(PASSAGES), "tool_agent", config=config
+    )
+    result = graph.invoke({"question": QUESTION})
+    assert result["counts"]["llm_calls"] == 3 and result["answer"] == "1931"
+    forced = model.seen[2]  # no "answer now" message: the format writes the answer's tag
+    assert forced[-1].text == "Anna Berg directed it." and forced[-1].type == "ai"
+
+
 def test_openai_style_models_get_the_token_budget() -> None:
     model = OpenAIStyleAgentModel(replies=[reply("1931")])
     config = ToolAgentConfig(generate_max_length=33)
