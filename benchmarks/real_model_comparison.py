@@ -55,8 +55,9 @@ SETTINGS: dict[str, list[str]] = {
 }
 """``--config`` settings of a method on this model beyond its defaults."""
 METHODS = [m for m in AVAILABLE_METHODS if policy_class(m).trained_model is None or m in SETTINGS]
-"""Every method Gemma 3 270M runs: not Self-RAG (it needs its reflection tokens) or the
-tool agent (a chat model that calls tools); the search agent with demonstrations."""
+"""Every method Gemma 3 270M runs: not Self-RAG (it needs its reflection tokens); the
+search agent with demonstrations; not the tool agent, which on this model reads the
+search agent's turns as tool calls and writes its answers (``test_real_model.py``)."""
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "adaptive_rag_se": ("adaptive_rag", ["classifier=semantic_entropy"]),
 }
