@@ -145,6 +145,12 @@ class ChatTransformers(BaseChatModel):
         msg.usage_metadata  # input, output and total tokens
         ```
 
+    Tool calling (a model trained to call tools; ``create_agent`` works the same way):
+        ```python
+        reply = llm.bind_tools([search]).invoke("When was Anna Berg born?")
+        reply.tool_calls  # [{"name": "search", "args": {"query": "Anna Berg"}, ...}]
+        ```
+
     Token logprobs (OpenAI format, as ``ChatOpenAI(logprobs=True)``):
         ```python
         llm = ChatTransformers(model=..., logprobs=True, top_logprobs=3)

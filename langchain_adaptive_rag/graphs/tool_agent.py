@@ -71,7 +71,7 @@ from langchain_adaptive_rag.state import (
     AdaptiveRAGState,
     RetrievalEvent,
 )
-from langchain_adaptive_rag.tool_calling import HERMES, ToolCallFormat
+from langchain_adaptive_rag.tool_calling import HERMES, HermesToolCalls, ToolCallFormat
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
@@ -125,13 +125,13 @@ class ToolAgentConfig(MethodConfig):
         "Returns the most relevant passages, numbered, with their titles."
     )
     """The search tool's description, as the model reads it."""
-    tool_format: str | ToolCallFormat | None = None
+    tool_format: str | HermesToolCalls | SearchToolCalls | None = None
     """How a [`ChatTransformers`][langchain_adaptive_rag.ChatTransformers] model is shown
     the tool and writes its calls: ``None`` or ``"hermes"``, JSON between
     ``<tool_call>`` tags (Qwen2.5, Qwen3, Hermes); a search preset's name
     (``"search_r1"``) or a ``SearchToolCalls(protocol)``: a trained searcher's query tags,
-    and its answer read as its protocol reads it. Served models call tools as their
-    server parses them (leave ``None``)."""
+    and its answer read as its protocol reads it (another ``ToolCallFormat`` works the
+    same way). Served models call tools as their server parses them (leave ``None``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -91,7 +91,7 @@ def test_every_method_is_served(server: str) -> None:
     assert graphs == {
         "no_retrieval", "single_round", "fix_length", "fix_sentence", "ircot",
         "adaptive_rag", "flare", "dragin", "seakr", "etc", "uncertainty_gate", "vanilla",
-        "ta_are", "search_agent",
+        "ta_are", "search_agent", "tool_agent",
     }  # fmt: skip
     schema = client.assistants.get_schemas(
         next(a["assistant_id"] for a in client.assistants.search(graph_id="dragin"))
@@ -123,3 +123,13 @@ def test_an_assistant_carries_its_own_threshold(server: str) -> None:
     assert default["counts"]["retrievals"] == 0  # the toy model knows this fact
     assert forced["counts"]["retrievals"] >= 1
     assert forced["retrievals"][0]["threshold"] == 0.0
+
+
+def test_the_tool_agent_runs_create_agent_on_the_served_toy_model(server: str) -> None:
+    client = _client(server)
+    assistant = next(a for a in client.assistants.search(graph_id="tool_agent"))
+    schema = client.assistants.get_schemas(assistant["assistant_id"])
+    assert "tool_format" in schema["context_schema"]["properties"]
+    out = client.runs.wait(None, "tool_agent", input={"question": QUESTION})
+    assert [r["query"] for r in out["retrievals"]] == ["Lost Tower", "Edith Ljung"]
+    assert out["answer"] == toy_questions()[0].answer

@@ -37,6 +37,19 @@ def test_the_context_schema_lists_the_methods_fields() -> None:
     assert {"generate_max_length", "retrieve_topk", "attention_mode"} <= set(schema["properties"])
 
 
+def test_every_methods_context_schema_is_json_schema() -> None:
+    # LangGraph's server publishes it (assistants' schemas); a field pydantic cannot
+    # describe would break the listing of that method
+    from pydantic import TypeAdapter
+
+    from langchain_adaptive_rag.graphs import AVAILABLE_METHODS, config_class
+    from langchain_adaptive_rag.graphs.call_config import context_schema
+
+    for method in AVAILABLE_METHODS:
+        schema = TypeAdapter(context_schema(config_class(method))).json_schema()
+        assert "retrieve_topk" in schema["properties"], method
+
+
 def test_theta_in_the_context_changes_the_decision_for_that_call() -> None:
     # s(1931.) = 0.816 (test_dragin_graph.test_threshold_decides): under theta 1.0 (the
     # build-time value here), over theta 0.8 given for one call
