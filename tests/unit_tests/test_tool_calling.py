@@ -203,3 +203,30 @@ def test_the_agent_reads_a_searchers_answer_as_its_protocol_does() -> None:
     with pytest.raises(AdaptiveRAGError, match="tool_format must be 'hermes', a search preset"):
         ToolAgentConfig(tool_format="qwen")
     assert json.dumps(ToolAgentConfig(tool_format="hermes").tool_format) == '"hermes"'
+
+
+def test_messages_become_the_dictionaries_chat_templates_read() -> None:
+    from langchain_adaptive_rag.chat_messages import chat_dict, message_text
+
+    call = {"name": "search", "args": {"query": "Anna"}, "id": "c1"}
+    blocks = [{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "c1"}]
+    assert message_text(AIMessage(blocks, tool_calls=[call])) == "Let me look."
+    assert chat_dict(AIMessage("", tool_calls=[call])) == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "search", "arguments": {"query": "Anna"}},
+            }
+        ],
+    }
+    assert chat_dict(ToolMessage("found", tool_call_id="c1", name="search")) == {
+        "role": "tool",
+        "content": "found",
+        "tool_call_id": "c1",
+        "name": "search",
+    }
+    with pytest.raises(AdaptiveRAGError, match="'image_url' content block"):
+        message_text(HumanMessage([{"type": "image_url", "image_url": {"url": "x"}}]))
