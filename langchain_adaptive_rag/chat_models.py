@@ -58,7 +58,6 @@ from langchain_adaptive_rag.tool_calling import (
     ToolCallFormat,
     ToolPrompt,
     ToolReply,
-    tool_names,
 )
 
 __all__ = ["AttentionKernel", "ChatTransformers"]
@@ -612,12 +611,8 @@ class ChatTransformers(BaseChatModel):
         Raises:
             AdaptiveRAGError: ``tool_choice`` names no bound tool.
         """
-        bound = BoundTools(
-            tools=tuple(convert_to_openai_tool(tool) for tool in tools),
-            choice="auto",
-            format=tool_format or HERMES,
-        )
-        names = tool_names(bound)
+        converted = tuple(convert_to_openai_tool(tool) for tool in tools)
+        names = [str(tool["function"]["name"]) for tool in converted]
         if tool_choice in (None, "auto"):
             choice = "auto"
         elif tool_choice in (True, "any", "required"):
@@ -632,7 +627,7 @@ class ChatTransformers(BaseChatModel):
                 f"'any', True or a bound tool's name {names}."
             )
             raise AdaptiveRAGError(msg)
-        options: dict[str, Any] = {"tools": BoundTools(bound.tools, choice, bound.format)}
+        options: dict[str, Any] = {"tools": BoundTools(converted, choice, tool_format or HERMES)}
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
         if ls_structured_output_format is not None:
