@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck docs unit bench clean
+.PHONY: setup demo test lint typecheck docs unit bench llama-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,12 @@ docs: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit_tests -q
 
-test: lint typecheck docs
+# llama.cpp's own llama-server for the served tool-agent tests: built once per machine from
+# the installed llama-cpp-python's sources (about 15 minutes on 2 cores), then cached
+llama-server: $(STAMP)
+	$(BIN)/python -m tests.helpers.llama_server
+
+test: lint typecheck docs llama-server
 	$(BIN)/python -m pytest -q --durations=25
 
 bench: $(STAMP)

@@ -109,8 +109,8 @@ class ToolAgentConfig(MethodConfig):
 
     generate_max_length: int = 256
     """Tokens each model call may generate, sent as ``max_tokens`` to OpenAI-compatible
-    chat models (``ChatOpenAI``: vLLM, llama.cpp, Ollama, OpenAI); other models keep their
-    own limit."""
+    chat models (``ChatOpenAI``: vLLM, llama.cpp, Ollama, OpenAI; with ``temperature=0``,
+    greedy as every method's calls); other models keep their own limit and sampling."""
     max_rounds: int = 8
     """Model calls a run may make (``ModelCallLimitMiddleware(run_limit=...)``)."""
     max_searches: int = 4
@@ -262,9 +262,13 @@ _LOCAL = "chat-transformers"
 
 
 def _model_settings(model: BaseChatModel, config: ToolAgentConfig, budget: int) -> dict[str, Any]:
-    """The settings each model call sends: the token budget, and a local model's format."""
+    """The settings each model call sends: budget, greedy decoding, a local model's format.
+
+    An OpenAI-compatible server gets ``temperature=0`` as every method's served calls do
+    (its own default samples).
+    """
     if provider_of(model) == "openai-chat":
-        return {"max_tokens": budget}
+        return {"max_tokens": budget, "temperature": 0.0}
     if model._llm_type != _LOCAL:
         return {}
     chosen = tool_call_format(config)

@@ -1,11 +1,15 @@
-"""A local llama.cpp OpenAI-compatible server (``llama-cpp-python[server]``) for a GGUF file.
+"""Local llama.cpp OpenAI-compatible servers for a GGUF file, on 127.0.0.1.
 
-[`serve_llama_cpp`][] serves the file on 127.0.0.1 at a free port for the length of a
-``with`` block, with a raw chat template (the message's text as it is, after ``<bos>``),
-so that ``ChatOpenAI`` sends a base model the graphs' completion prompts exactly as
-``/v1/completions`` would: a base model's own chat template wraps them in turns it was
-never trained on (Gemma 3 270M then answers nothing). The tests and the served-model
-benchmark run the real model this way.
+[`serve_llama_cpp`][] serves the file with llama-cpp-python's server at a free port for
+the length of a ``with`` block, with a raw chat template (the message's text as it is,
+after ``<bos>``), so that ``ChatOpenAI`` sends a base model the graphs' completion
+prompts exactly as ``/v1/completions`` would: a base model's own chat template wraps them
+in turns it was never trained on (Gemma 3 270M then answers nothing). The tests and the
+served-model benchmark run the real model this way.
+
+[`serve_llama_server`][] serves it with llama.cpp's own C++ ``llama-server --jinja``
+(built from llama.cpp's sources, or a release binary): the model's chat template renders
+the tools, and the server reads the model's tool calls, which the tool agent needs.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 from langchain_adaptive_rag.errors import ModelServerError
 
-__all__ = ["RAW_CHAT_TEMPLATE", "free_port", "serve_llama_cpp"]
+__all__ = ["RAW_CHAT_TEMPLATE", "free_port", "serve_llama_cpp", "serve_llama_server"]
 
 RAW_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}{{ message['content'] }}{% endfor %}"
@@ -71,7 +75,6 @@ def serve_llama_cpp(
         json.dumps({"chat_template": RAW_CHAT_TEMPLATE, "bos_token": "<bos>", "eos_token": "<eos>"})
     )
     port = free_port()
-    log = workdir / "llama-server.log"
     command = [
         sys.executable,
         "-m",
@@ -93,6 +96,72 @@ def serve_llama_cpp(
         "--hf_tokenizer_config_path",
         str(config),
     ]
+    with _running(command, port, workdir / "llama-server.log", startup_s) as base_url:
+        yield base_url
+
+
+@contextlib.contextmanager
+def serve_llama_server(
+    binary: Path,
+    gguf: Path,
+    workdir: Path,
+    *,
+    alias: str = "model",
+    n_ctx: int = 4096,
+    n_threads: int = 2,
+    parallel: int = 1,
+    startup_s: float = 60.0,
+) -> Iterator[str]:
+    """Serve ``gguf`` with llama.cpp's own ``llama-server --jinja`` until the block ends.
+
+    The model's chat template (in the GGUF file) renders the tools and the messages, and
+    the server reads the model's tool calls into OpenAI's ``tool_calls``: the server the
+    tool agent needs (llama-cpp-python's does not take a call back; docs/served-models.md).
+
+    Args:
+        binary: The ``llama-server`` executable.
+        gguf: The model file.
+        workdir: Where the server's log goes.
+        alias: The model name the server answers to.
+        n_ctx: Context length in tokens (shared by the slots).
+        n_threads: CPU threads.
+        parallel: Requests decoded together (``--parallel``).
+        startup_s: How long to wait for the server to answer.
+
+    Yields:
+        The server's OpenAI-compatible root URL,
+        ``http://127.0.0.1:PORT/v1``.
+
+    Raises:
+        ModelServerError: The server exited or did not answer in time (the message
+            ends with its log).
+    """
+    port = free_port()
+    command = [
+        str(binary),
+        "--model",
+        str(gguf),
+        "--alias",
+        alias,
+        "--jinja",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ctx-size",
+        str(n_ctx),
+        "--threads",
+        str(n_threads),
+        "--parallel",
+        str(parallel),
+    ]
+    with _running(command, port, workdir / "llama-server.log", startup_s) as base_url:
+        yield base_url
+
+
+@contextlib.contextmanager
+def _running(command: list[str], port: int, log: Path, startup_s: float) -> Iterator[str]:
+    """Run a server ``command`` listening on ``port``; its root URL once it answers."""
     with log.open("w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"

@@ -46,9 +46,12 @@ class ScriptedAgentModel(BaseChatModel):
         *,
         tool_choice: str | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         self.tools[:] = [tool.name for tool in tools]
-        return self if max_tokens is None else self.bind(max_tokens=max_tokens)  # type: ignore[return-value]
+        options = {"max_tokens": max_tokens, "temperature": temperature}
+        chosen = {name: value for name, value in options.items() if value is not None}
+        return self.bind(**chosen) if chosen else self  # type: ignore[return-value]
 
     def _generate(
         self,
@@ -65,7 +68,7 @@ class ScriptedAgentModel(BaseChatModel):
 
 
 class OpenAIStyleAgentModel(ScriptedAgentModel):
-    """The scripted model, spelled as ``ChatOpenAI`` (it takes ``max_tokens``)."""
+    """The scripted model, spelled as ``ChatOpenAI`` (takes ``max_tokens``, ``temperature``)."""
 
     @property
     def _llm_type(self) -> str:

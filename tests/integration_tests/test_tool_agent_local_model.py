@@ -2,16 +2,10 @@
 
 Two models call the search tool here, each as LangChain's tool calling:
 
-- a tiny random Llama saved with a chat template in the Hermes form (tools listed in the
-  system turn, calls as ``<tool_call>`` JSON, results in ``<tool_response>`` turns),
-  the form of Qwen2.5's and Hermes' templates. Its weights are set so that it calls the
-  search tool until a ``<tool_response>`` is in its context, then answers: layer 0's
-  attention is uniform (zero queries and keys) and carries only the ``<tool_response>``
-  token's value into a "flag" dimension; the other layers and MLPs add nothing; the output
-  rows send the generation prompt's last token to the call (one added token holding the
-  whole call's text) or, with the flag set, to the answer, and both to ``<|im_end|>``.
-  The reference of its first reply is transformers' own: its chat template with the tool
-  and ``generate``'s greedy tokens;
+- a tiny random Llama saved with a chat template in the Hermes form, its weights set so
+  that it calls the search tool until a ``<tool_response>`` is in its context, then
+  answers (``tests/helpers/tool_caller.py`` says how). The reference of its first reply
+  is transformers' own: its chat template with the tool and ``generate``'s greedy tokens;
 - the toy model, trained on search traces in ``TOY_SEARCH_PROTOCOL``, with
   ``SearchToolCalls``: its query tags are calls of the search tool. It reads the same text
   as in the search agent, so the two write the same queries and answers.
@@ -33,32 +27,22 @@ from langchain_adaptive_rag.toyworld.comparison import TOY_CONFIGS
 from langchain_adaptive_rag.toyworld.model import load_toy_model, toy_questions, toy_retriever
 from langchain_adaptive_rag.toyworld.prompts import TOY_PROMPTS, TOY_SEARCH_PROTOCOL
 from tests.helpers.scripted import TitledTableRetriever
+from tests.helpers.tool_caller import (
+    ANSWER_LOGIT,
+    CALL,
+    CALL_LOGIT,
+    END_LOGIT,
+    FLAG,
+    FLAG_LOGIT,
+    FOUND,
+    GENERATION,
+    HERMES_TEMPLATE,
+    QUESTION,
+    SEEN,
+    WRITTEN,
+)
 
 pytest.importorskip("langchain.agents")
-
-HERMES_TEMPLATE = (
-    "{%- if tools %}<|im_start|>system\n"
-    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
-    "# Tools\n<tools>{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools>\n"
-    'Call a tool as <tool_call>\n{"name": <name>, "arguments": <arguments>}\n</tool_call>'
-    "<|im_end|>\n{% endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'system' and tools %}"
-    "{%- elif message.role == 'assistant' and message.tool_calls %}"
-    "<|im_start|>assistant\n{{ message.content }}{% for call in message.tool_calls %}"
-    '<tool_call>\n{"name": "{{ call.function.name }}", "arguments": '
-    "{{ call.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n"
-    "{%- elif message.role == 'tool' %}"
-    "<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n"
-    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{%- endif %}{%- endfor %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-"""A chat template in the Hermes form (written for this test, after Qwen2.5's layout)."""
-
-CALL = '<tool_call>\n{"name": "search", "arguments": {"query": "Anna Berg"}}\n</tool_call>'
-QUESTION = "When was Anna Berg born?"
-FOUND = [("Anna Berg", "Anna Berg (born 1931) is a Swedish film director.")]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +64,6 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     answer = tokenizer(" 1931", add_special_tokens=False)["input_ids"]
     assert len(answer) == 1, "a single token of the tiny tokenizer"
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    generation, written, flag, seen = 0, 1, 2, 3  # the dimensions the weights use
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
@@ -89,20 +72,20 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         attention.q_proj.weight.zero_()
         attention.k_proj.weight.zero_()
         attention.v_proj.weight.zero_()
-        attention.v_proj.weight[0, seen] = 1.0  # kv head 0 carries the response token
-        attention.o_proj.weight[flag, 0] = 1.0  # head 0 writes it into the flag
+        attention.v_proj.weight[0, SEEN] = 1.0  # kv head 0 carries the response token
+        attention.o_proj.weight[FLAG, 0] = 1.0  # head 0 writes it into the flag
         embeddings, rows = model.model.embed_tokens.weight, model.lm_head.weight
         embeddings[:, :4] = 0.0
-        for token, dim in ((last, generation), (call, written), (answer[0], written)):
+        for token, dim in ((last, GENERATION), (call, WRITTEN), (answer[0], WRITTEN)):
             embeddings[token] = 0.0
             embeddings[token, dim] = 1.0
         embeddings[response] = 0.0
-        embeddings[response, seen] = 1.0
+        embeddings[response, SEEN] = 1.0
         rows[:, :4] = 0.0
-        rows[call, generation] = 100.1  # no flag: call
-        rows[answer[0], generation] = 100.0
-        rows[answer[0], flag] = 10_000.0  # a response in context: answer
-        rows[end, written] = 100_000.0  # over the flag: one answer token
+        rows[call, GENERATION] = CALL_LOGIT  # no flag: call
+        rows[answer[0], GENERATION] = ANSWER_LOGIT
+        rows[answer[0], FLAG] = FLAG_LOGIT  # a response in context: answer
+        rows[end, WRITTEN] = END_LOGIT  # over the flag: one answer token
     model.save_pretrained(path)
     return path
 

@@ -122,7 +122,7 @@ def test_a_searchers_reply_without_its_answer_is_asked_for_one_in_its_protocols_
     assert forced[-1].text == "Anna Berg directed it." and forced[-1].type == "ai"
 
 
-def test_openai_style_models_get_the_token_budget() -> None:
+def test_openai_style_models_get_the_token_budget_and_greedy_decoding() -> None:
     model = OpenAIStyleAgentModel(replies=[reply("1931")])
     config = ToolAgentConfig(generate_max_length=33)
     graph = create_adaptive_rag_graph(
@@ -130,6 +130,7 @@ def test_openai_style_models_get_the_token_budget() -> None:
     )
     assert graph.invoke({"question": QUESTION})["answer"] == "1931"
     assert model.settings[0]["max_tokens"] == 33
+    assert model.settings[0]["temperature"] == 0.0  # a server's default samples
 
 
 def test_a_run_takes_its_own_settings_from_the_context() -> None:
