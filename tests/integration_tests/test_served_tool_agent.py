@@ -23,6 +23,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from langchain_adaptive_rag.cli import main
+from langchain_adaptive_rag.errors import ModelServerError
 from langchain_adaptive_rag.graphs.tool_agent import ToolAgentConfig, create_tool_agent_graph
 from langchain_adaptive_rag.served.llama_cpp_server import serve_llama_server
 from tests.helpers.hotpot import HOTPOT
@@ -111,3 +112,12 @@ def test_adaptive_rag_eval_runs_the_tool_agent_on_the_server(
         (1, 2),
     ]
     assert [r["prediction"]["answer"] for r in records] == ["1931", "1931"]
+
+
+def test_a_server_that_cannot_load_its_model_ends_in_a_clear_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.gguf"
+    with (
+        pytest.raises(ModelServerError, match=r"exited with \d+: .*missing\.gguf"),
+        serve_llama_server(llama_server_binary(), missing, tmp_path),
+    ):
+        pass
