@@ -10,7 +10,8 @@ arriving during a loop wait for the next, no prefix is stored) and on the loop's
 are stored). Printed per method, cache and concurrency: questions per second, the share of
 prompt tokens served from the prefix cache, requests per decoding loop, rows per decoding
 step (the loop's occupancy, counted on the runner's steps), and whether the answers and
-retrievals equal the model's own cache at concurrency 1 question by question;
+retrievals equal the model's own cache at concurrency 1 question by question (the ids of
+those that differ);
 then concurrency N / 1 and loop's / model's.
 
 ``python benchmarks/gemma_concurrency.py [--questions 8] [--methods
@@ -58,6 +59,16 @@ class Run:
     per_loop: float
     per_step: float
     answers: dict[str, tuple[object, ...]]
+
+
+def agreement(
+    answers: dict[str, tuple[object, ...]], reference: dict[str, tuple[object, ...]]
+) -> str:
+    """``yes``, or ``no`` with how many questions differ and their ids."""
+    differ = sorted(q for q in reference if answers.get(q) != reference[q])
+    if not differ:
+        return "yes"
+    return f"no ({len(differ)} of {len(reference)}: {', '.join(differ)})"
 
 
 steps: list[int] = []
@@ -161,7 +172,7 @@ def main() -> None:
                         f"| {display_name(method)} | {'model' if own else 'loop'} | {n} | "
                         f"{run.rate:.3f} | {run.reused:.0%} | {run.per_loop:.1f} | "
                         f"{run.per_step:.1f} | "
-                        f"{'yes' if run.answers == reference.answers else 'no'} |",
+                        f"{agreement(run.answers, reference.answers)} |",
                         flush=True,
                     )
             n = args.concurrency

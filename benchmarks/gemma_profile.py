@@ -12,9 +12,11 @@ The limits, measured in the same run: the CPU's float32 matrix-multiply rate (on
 product) against the multiply-adds the question needed (each fed token through the
 decoder's weights, plus 640 x 262,144 per token that reaches ``lm_head``); and, for
 decoding steps, which feed one token a row and so read every weight once a step, the rate
-at which a matrix-vector product over ``lm_head`` reads its weights, which bounds a step
-from below at the model's weight bytes over that rate; then ``lm_head`` on 8 rows against
-1 (what a step of 8 rows costs the output layer), as ``nn.Linear`` and weight-first.
+at which a 1-row product over ``lm_head`` reads its weights as the loop runs it
+(weight-first, fed as 2 rows; ``nn.Linear``'s matrix-vector product beside it), which
+bounds a step from below at the model's weight bytes over that rate; then ``lm_head`` on
+8 rows against 1 (what a step of 8 rows costs the output layer), as ``nn.Linear`` and
+weight-first.
 
 ``python benchmarks/gemma_profile.py [--question 0] [--method dragin] [--data-dir
 ../shared/data]``.
@@ -36,6 +38,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from langchain_adaptive_rag import ChatTransformers, create_bm25_retriever
 from langchain_adaptive_rag.engine.local_model import LocalModel
+from langchain_adaptive_rag.engine.weight_major import weight_major_linear
 from langchain_adaptive_rag.evaluation import evaluate_method, example_passages, load_dataset
 from langchain_adaptive_rag.exemplars import dataset_prompts
 from langchain_adaptive_rag.graphs import config_class
@@ -127,17 +130,16 @@ def matmul_rate(size: int = 2048, repeats: int = 10) -> float:
     return repeats * size**3 / (time.perf_counter() - start)
 
 
-def read_rate(
-    weight: torch.Tensor, rows: int, repeats: int = 10, *, weight_first: bool = False
-) -> float:
-    """Seconds of one product of ``rows`` rows with ``weight`` (as the output layer):
-    ``nn.Linear``'s ``x @ W.T``, or ``(W @ x.T).T`` as the decoding loop runs it."""
-    x = torch.randn(rows, weight.shape[1])
+def read_rate(layer: torch.nn.Linear, rows: int, repeats: int = 10, *, weight_first: bool) -> float:
+    """Seconds of one product of ``rows`` rows with ``layer`` (the output layer):
+    ``nn.Linear``'s ``x @ W.T``, or weight-first as the decoding loop runs it
+    (``weight_major_linear``: one row fed as two)."""
+    x = torch.randn(rows, layer.in_features)
 
     def product() -> torch.Tensor:
         if weight_first:
-            return torch.mm(weight, x.T).T.contiguous()
-        return torch.nn.functional.linear(x, weight)
+            return weight_major_linear(layer, x)
+        return torch.nn.functional.linear(x, layer.weight)
 
     with torch.inference_mode():
         product()  # warm
@@ -182,10 +184,18 @@ def main() -> None:
         evaluate_method(chat, retriever, args.method, [chosen], Path(tmp) / "run", **common)  # type: ignore[arg-type]
         total = time.perf_counter() - start
     rate = matmul_rate()
-    weight = model.lm_head.weight
-    one, eight = read_rate(weight, 1), read_rate(weight, 8)
-    eight_first = read_rate(weight, 8, weight_first=True)
+    head_layer = model.lm_head
+    weight = head_layer.weight
+    one_mv, eight = (
+        read_rate(head_layer, 1, weight_first=False),
+        read_rate(head_layer, 8, weight_first=False),
+    )
+    one, eight_first = (
+        read_rate(head_layer, 1, weight_first=True),
+        read_rate(head_layer, 8, weight_first=True),
+    )
     bandwidth = weight.numel() * weight.element_size() / one
+    mv_bandwidth = weight.numel() * weight.element_size() / one_mv
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     step_floor = weight_bytes / bandwidth
     body = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n)
@@ -219,13 +229,15 @@ def main() -> None:
     )
     steps = timers.calls["decode"]
     print(
-        f"A decoding step reads all {weight_bytes / 2**30:.2f} GiB of weights: lm_head's "
-        f"matrix-vector product reads at {bandwidth / 1e9:.1f} GB/s, so a step takes at least "
-        f"{step_floor * 1e3:.0f} ms ({timers.seconds['decode'] / steps * 1e3:.0f} ms measured) "
-        f"and the question's {steps} steps {step_floor * steps:.0f} s. lm_head on 8 rows "
-        f"takes {eight * 1e3:.0f} ms as nn.Linear and {eight_first * 1e3:.0f} ms weight-first "
-        f"(as the decoding loop runs it), against {one * 1e3:.0f} ms on 1 "
-        f"({eight / one:.1f}x and {eight_first / one:.1f}x)."
+        f"A decoding step reads all {weight_bytes / 2**30:.2f} GiB of weights: lm_head's 1-row "
+        f"product as the loop runs it (weight-first, fed as 2 rows) reads at "
+        f"{bandwidth / 1e9:.1f} GB/s (nn.Linear's matrix-vector product: "
+        f"{mv_bandwidth / 1e9:.1f} GB/s), so a step takes at least {step_floor * 1e3:.0f} ms "
+        f"({timers.seconds['decode'] / steps * 1e3:.0f} ms measured) and the question's "
+        f"{steps} steps {step_floor * steps:.0f} s. lm_head on 8 rows takes "
+        f"{eight * 1e3:.0f} ms as nn.Linear and {eight_first * 1e3:.0f} ms weight-first, "
+        f"against {one * 1e3:.0f} ms on 1 row weight-first ({one_mv * 1e3:.0f} ms as "
+        f"nn.Linear): 8 rows cost {eight_first / one:.1f}x 1 row as the loop runs them."
     )
 
 

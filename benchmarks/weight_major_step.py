@@ -32,7 +32,7 @@ from langchain_adaptive_rag.engine.weight_major import WeightMajorLinears
 from langchain_adaptive_rag.engine.window_masks import WindowMasks, window_masks_of
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 
-ROW_COUNTS = (1, 2, 4, 8, 16)
+ROW_COUNTS = (1, 2, 4, 8, 12, 16)
 
 
 def batch_of(prompt: RoomyCache, rows: int) -> RoomyCache:

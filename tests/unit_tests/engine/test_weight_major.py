@@ -9,10 +9,14 @@ import torch
 from torch import nn
 
 from langchain_adaptive_rag.engine import weight_major
-from langchain_adaptive_rag.engine.weight_major import WeightMajorLinears, weight_major_linear
+from langchain_adaptive_rag.engine.weight_major import (
+    WeightMajorLinears,
+    padded_rows,
+    weight_major_linear,
+)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 8, 32, 33])
+@pytest.mark.parametrize("rows", [1, 2, 6, 7, 8, 12, 32, 33])
 @pytest.mark.parametrize("bias", [True, False])
 def test_a_weight_first_product_equals_the_layers_own(rows: int, bias: bool) -> None:
     torch.manual_seed(0)
@@ -22,6 +26,28 @@ def test_a_weight_first_product_equals_the_layers_own(rows: int, bias: bool) -> 
     got = weight_major_linear(layer, x)
     assert got.shape == (rows, 1, 80) and got.is_contiguous()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_are_padded_to_two_and_to_multiples_of_eight_from_seven() -> None:
+    assert [padded_rows(n) for n in (1, 2, 3, 6)] == [2, 2, 3, 6]
+    assert [padded_rows(n) for n in (7, 8, 9, 16, 17, 31, 32)] == [8, 8, 16, 16, 24, 32, 32]
+
+
+def test_padding_rows_never_reach_the_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The product runs on the padded rows; only the fed rows come back."""
+    widths: list[int] = []
+    mm = torch.mm
+
+    def seen(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        widths.append(b.shape[1])
+        return mm(a, b)
+
+    monkeypatch.setattr(torch, "mm", seen)
+    layer = nn.Linear(16, 24, bias=False)
+    x = torch.randn(12, 1, 16)
+    got = weight_major_linear(layer, x)
+    assert widths == [16] and got.shape == (12, 1, 24)
+    torch.testing.assert_close(got, x @ layer.weight.T, rtol=1e-5, atol=1e-5)
 
 
 def _model(*layers: nn.Module) -> nn.Module:
