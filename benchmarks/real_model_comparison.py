@@ -10,9 +10,11 @@ retrieval, the share that did not retrieve. The uncertainty gate also runs at a 
 ``adaptive-rag calibrate`` chooses on 100 other HotpotQA questions (``CALIBRATED``).
 Printed per method: n, EM and
 F1 with 95% intervals (Wilson for EM, bootstrap for F1), retrievals, LLM calls, generated
-tokens and seconds per question (each question's own wall time while ``--concurrency``
-questions decode together); then paired bootstrap differences for the papers' claims
-(a difference is significant when its 95% interval excludes 0).
+tokens per question, and the median of the questions' own wall times while
+``--concurrency`` questions decode together (a median: a question in flight while a run is
+paused or shares the CPU counts once, not in the row's mean); then paired bootstrap
+differences for the papers' claims (a difference is significant when its 95% interval
+excludes 0).
 
 Run: ``python benchmarks/real_model_comparison.py --limit 100 --concurrency 8
 --out runs/gemma`` (the model is fetched and converted once by ``get_gemma_3_270m``;
@@ -268,7 +270,7 @@ def row_of(name: str, rows: list[dict[str, Any]]) -> str:
     def per_q(key: str) -> float:
         return float(np.mean([r["counts"][key] for r in rows])) if rows else math.nan
 
-    seconds = float(np.mean([r["seconds"] for r in rows])) if rows else math.nan
+    seconds = float(np.median([r["seconds"] for r in rows])) if rows else math.nan
     return (
         f"| {name} | {n} | {em.mean():.3f} [{lo:.3f}, {hi:.3f}] | {f1.mean():.3f} "
         f"[{flo:.3f}, {fhi:.3f}] | {per_q('retrievals'):.2f} | {per_q('llm_calls'):.1f} | "
@@ -330,7 +332,7 @@ def main() -> None:
         print(f"\n{dataset} (Gemma 3 270M, BM25 top 3 over 41,417 passages)\n")
         print(
             "| method | n | EM [95% CI] | F1 [95% CI] | retrievals/q | LLM calls/q "
-            "| tokens/q | s/q at 8 |"
+            "| tokens/q | s/q at 8 (median) |"
         )
         print("|---|---:|---|---|---:|---:|---:|---:|")
         for method in methods:
