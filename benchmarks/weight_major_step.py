@@ -2,8 +2,8 @@
 weight-first, windowed layers over every column or their window's.
 
 A prompt of ``--positions`` tokens is prefilled once into the loop's own cache, whose
-rows are copied to each batch size; then decoding steps of 1 to 16 rows (one token a
-row, each windowed layer masked by its window as the loop masks it) are timed three
+rows are copied to each batch size; then decoding steps of 1 to 16 rows (``--rows``;
+one token a row, each windowed layer masked by its window as the loop masks it) are timed three
 ways, in turn, median of ``--steps`` steps each: the model's linear layers as they
 are, each windowed layer reading every cached column (the loop before weight-first
 layers and narrowed windows); the linear layers routed through
@@ -13,7 +13,7 @@ reading only the columns their window shows (``WindowMasks.build_narrowed`` and
 against the first, and each way's time per row against its own 1-row step (what
 concurrency can gain at best).
 
-``python benchmarks/weight_major_step.py [--positions 1800] [--steps 10]``.
+``python benchmarks/weight_major_step.py [--positions 1800] [--steps 10] [--rows 1,2,4,8,12,16]``.
 """
 
 from __future__ import annotations
@@ -76,10 +76,28 @@ def step_ms(
     return [statistics.median(t) for t in times]
 
 
+def row_counts(text: str) -> tuple[int, ...]:
+    """``--rows``: positive counts, comma-separated, the first of them 1 (the baseline)."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or counts[0] != 1 or min(counts) < 1:
+        msg = f"--rows got {text!r}; expected positive counts starting at 1, e.g. 1,3,24"
+        raise argparse.ArgumentTypeError(msg)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=1800)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument(
+        "--rows",
+        type=row_counts,
+        default=ROW_COUNTS,
+        help="comma-separated rows a step, from 1 (default: 1,2,4,8,12,16)",
+    )
     args = parser.parse_args()
     model = AutoModelForCausalLM.from_pretrained(
         get_gemma_3_270m(), attn_implementation="sdpa", dtype=torch.float32
@@ -95,7 +113,7 @@ def main() -> None:
         model(input_ids=ids, attention_mask=full, past_key_values=prompt, use_cache=True)
         results = {
             rows: step_ms(model, masks, prompt, rows, args.positions, args.steps)
-            for rows in ROW_COUNTS
+            for rows in args.rows
         }
     routed = len(WeightMajorLinears.of(model).layers)
     print(

@@ -302,3 +302,31 @@ def test_the_step_reads_the_argmax_without_eos_with_its_raw_logprob() -> None:
     both = step.joined(step)
     assert both.masked_for == (2, 5) and both.masked_argmax == step.masked_argmax * 2
     assert step.joined(plain).masked_for == () and step.joined(plain).masked_argmax == []
+
+
+def test_race_values_at_few_nonzero_entries_equal_the_whole_rows_race() -> None:
+    """Top-k rows take logarithms at their nonzero entries only: the same bits."""
+    vocab = 4096
+    probs = _truncated(8, rows=5, vocab=vocab)
+    assert int(torch.count_nonzero(probs)) * sampler.SPARSE_RACE_SHARE < probs.numel()
+    mine = [torch.Generator().manual_seed(s) for s in range(5)]
+    theirs = [torch.Generator().manual_seed(s) for s in range(5)]
+    for _ in range(3):  # and each generator advances over its whole row
+        got = sampler.race_values(probs, mine)
+        assert torch.equal(got, probs / sampler.exponential_noise(probs, theirs))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0])
+def test_a_row_with_few_nonzero_entries_still_rejects_nan_inf_and_all_zero(bad: float) -> None:
+    probs = torch.zeros(3, 64)
+    probs[:, 5] = 1.0
+    probs[1, 5] = 0.0
+    probs[1, 9] = bad
+    generators = [torch.Generator().manual_seed(i) for i in range(3)]
+    with pytest.raises(AdaptiveRAGError, match=r"Cannot sample rows \[1\]"):
+        draw_tokens(probs, generators)
+
+
+def test_exponential_noise_names_a_generator_count_mismatch() -> None:
+    with pytest.raises(AdaptiveRAGError, match="2 rows and 1 generators"):
+        sampler.exponential_noise(torch.empty(2, 1853), [torch.Generator()])
