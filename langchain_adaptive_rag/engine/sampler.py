@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from langchain_adaptive_rag.options import DecodingOptions
 
 __all__ = [
+    "SPARSE_RACE_MIN_ENTRIES",
     "SPARSE_RACE_SHARE",
     "Distribution",
     "Drawn",
@@ -186,7 +187,13 @@ def exponential_noise(like: torch.Tensor, generators: Sequence[torch.Generator])
 SPARSE_RACE_SHARE = 8
 """The race takes its logarithms only at a row's nonzero entries when they are fewer than
 one in ``SPARSE_RACE_SHARE`` of all entries (top-k and top-p leave a few dozen of a
-vocabulary's); otherwise over every entry at once."""
+vocabulary's) and the rows hold ``SPARSE_RACE_MIN_ENTRIES`` or more; otherwise over every
+entry at once."""
+
+SPARSE_RACE_MIN_ENTRIES = 32_768
+"""Below this many entries in all, the whole rows' logarithms cost less than finding the
+nonzero entries (CPU, 2 cores: 9 rows of 1,853 entries 261 against 327 microseconds; 72
+rows 1,763 against 1,458)."""
 
 
 def race_values(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> torch.Tensor:
@@ -201,8 +208,9 @@ def race_values(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> t
     """
     if not _noise_from_uniforms(probs):
         return probs / exponential_noise(probs, generators)
-    racing = probs != 0  # True for NaN and inf entries too
-    if int(torch.count_nonzero(racing)) * SPARSE_RACE_SHARE >= racing.numel():
+    # NaN and inf entries are nonzero too: they race, and spoil their row
+    racing = probs != 0 if probs.numel() >= SPARSE_RACE_MIN_ENTRIES else None
+    if racing is None or int(torch.count_nonzero(racing)) * SPARSE_RACE_SHARE >= probs.numel():
         return probs / _exponentials(_uniform_rows(probs.shape, generators), probs.dtype)
     if probs.shape[0] != len(generators):
         raise _generator_count_error(probs.shape[0], len(generators))

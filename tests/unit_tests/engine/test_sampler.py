@@ -304,20 +304,37 @@ def test_the_step_reads_the_argmax_without_eos_with_its_raw_logprob() -> None:
     assert step.joined(plain).masked_for == () and step.joined(plain).masked_argmax == []
 
 
-def test_race_values_at_few_nonzero_entries_equal_the_whole_rows_race() -> None:
+def test_race_values_at_few_nonzero_entries_equal_the_whole_rows_race(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Top-k rows take logarithms at their nonzero entries only: the same bits."""
-    vocab = 4096
-    probs = _truncated(8, rows=5, vocab=vocab)
-    assert int(torch.count_nonzero(probs)) * sampler.SPARSE_RACE_SHARE < probs.numel()
+    probs = _truncated(8, rows=5, vocab=8192)
+    nonzero = int(torch.count_nonzero(probs))
+    assert probs.numel() >= sampler.SPARSE_RACE_MIN_ENTRIES
+    assert nonzero * sampler.SPARSE_RACE_SHARE < probs.numel()
+    logarithms: list[int] = []
+    exponentials = sampler._exponentials
+
+    def counted(uniforms: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        logarithms.append(uniforms.numel())
+        return exponentials(uniforms, dtype)
+
     mine = [torch.Generator().manual_seed(s) for s in range(5)]
     theirs = [torch.Generator().manual_seed(s) for s in range(5)]
     for _ in range(3):  # and each generator advances over its whole row
-        got = sampler.race_values(probs, mine)
-        assert torch.equal(got, probs / sampler.exponential_noise(probs, theirs))
+        want = probs / sampler.exponential_noise(probs, theirs)
+        with monkeypatch.context() as patch:
+            patch.setattr(sampler, "_exponentials", counted)
+            got = sampler.race_values(probs, mine)
+        assert torch.equal(got, want)
+    assert logarithms == [nonzero] * 3
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0])
-def test_a_row_with_few_nonzero_entries_still_rejects_nan_inf_and_all_zero(bad: float) -> None:
+def test_a_row_with_few_nonzero_entries_still_rejects_nan_inf_and_all_zero(
+    bad: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sampler, "SPARSE_RACE_MIN_ENTRIES", 0)
     probs = torch.zeros(3, 64)
     probs[:, 5] = 1.0
     probs[1, 5] = 0.0
@@ -325,6 +342,19 @@ def test_a_row_with_few_nonzero_entries_still_rejects_nan_inf_and_all_zero(bad: 
     generators = [torch.Generator().manual_seed(i) for i in range(3)]
     with pytest.raises(AdaptiveRAGError, match=r"Cannot sample rows \[1\]"):
         draw_tokens(probs, generators)
+
+
+@pytest.mark.parametrize("min_entries", [0, 10**9])
+def test_draws_at_few_nonzero_entries_are_multinomials_either_way(
+    min_entries: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sampler, "SPARSE_RACE_MIN_ENTRIES", min_entries)
+    probs = _truncated(9, rows=4, vocab=1853)
+    mine = [torch.Generator().manual_seed(20 + i) for i in range(4)]
+    theirs = [torch.Generator().manual_seed(20 + i) for i in range(4)]
+    for _ in range(5):
+        want = [int(torch.multinomial(probs[i], 1, generator=theirs[i]).item()) for i in range(4)]
+        assert draw_tokens(probs, mine) == want
 
 
 def test_exponential_noise_names_a_generator_count_mismatch() -> None:
