@@ -206,14 +206,14 @@ def race_values(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> t
     of rows would not stay in the CPU's cache) and only its nonzero entries' uniforms are
     kept: zero entries race at 0, and NaN or infinite ones still spoil their row.
     """
+    if probs.shape[0] != len(generators):
+        raise _generator_count_error(probs.shape[0], len(generators))
     if not _noise_from_uniforms(probs):
         return probs / exponential_noise(probs, generators)
     # NaN and inf entries are nonzero too: they race, and spoil their row
     racing = probs != 0 if probs.numel() >= SPARSE_RACE_MIN_ENTRIES else None
     if racing is None or int(torch.count_nonzero(racing)) * SPARSE_RACE_SHARE >= probs.numel():
         return probs / _exponentials(_uniform_rows(probs.shape, generators), probs.dtype)
-    if probs.shape[0] != len(generators):
-        raise _generator_count_error(probs.shape[0], len(generators))
     at = racing.nonzero(as_tuple=True)  # row-major: each row's columns in turn
     ends = torch.bincount(at[0], minlength=len(generators)).cumsum(0).tolist()
     kept = torch.empty(len(at[1]), dtype=torch.float64)
@@ -324,9 +324,8 @@ def draw_rows(
     if probs.shape[0] != len(generators):
         msg = f"draw_tokens got {probs.shape[0]} rows and {len(generators)} generators."
         raise AdaptiveRAGError(msg)
-    best, tokens = race_values(probs, generators).max(
-        dim=-1
-    )  # the first maximum, as argmax gives it
+    # the first maximum, as argmax gives it
+    best, tokens = race_values(probs, generators).max(dim=-1)
     valid = torch.isfinite(best) & (best > 0)  # NaN or inf in the row, or all zero: not
     values = [valid.to(logp.dtype if logp is not None else torch.float32)]
     if logp is not None:
