@@ -13,9 +13,11 @@ the cache a full prefill would (to float rounding: the prefix was computed in an
 batch shape). Rotary models store keys at each token's own position from 0 and a prompt
 always starts at position 0, so a stored prefix serves any row of a left-padded batch.
 Only the decoding loop's own caches (growing layers that hold every token) are stored
-and served: a model with sliding-window layers gets one only while every request of the
-loop fits in its window (``roomy_limit``); a loop
-past it runs on the model's own cache and prefills in full.
+and served. A model with sliding-window layers gets one at any length when the loop
+masks each windowed layer to its window (its attention kernel reads masks); with a
+kernel that reads none, only while every request of the loop fits in the smallest
+window (``ModelCapabilities.window``), and a loop past it runs on the model's own cache
+and prefills in full.
 """
 
 from __future__ import annotations

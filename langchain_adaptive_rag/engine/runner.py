@@ -78,9 +78,9 @@ def decode_together(
         admit: Called at each step boundary with the number of sequences decoding and the
             most positions a joining request may fill (its ``longest``; ``None``: any);
             returns new requests to join (same capture), numbered after the earlier ones.
-            It is called only while the loop holds its own cache: on a model with
-            sliding-window layers, while every request fits in the smallest window
-            (``roomy_limit``).
+            It is called only while the loop holds its own cache: always, but on a
+            model with sliding-window layers whose kernel reads no mask, while every
+            request fits in the smallest window (``ModelCapabilities.window``).
         between: Called at each step boundary with this loop's hooks paused, so other
             uses of the model (a reference-mode forward pass) can run between steps.
         step_done: Called once each step's events are yielded, before the next forward
