@@ -251,7 +251,8 @@ def _uniform_rows(shape: torch.Size, generators: Sequence[torch.Generator]) -> t
 
 def _generator_count_error(rows: int, generators: int) -> AdaptiveRAGError:
     return AdaptiveRAGError(
-        f"Exp(1) noise got {rows} rows and {generators} generators; expected one generator a row."
+        f"Token sampling got {rows} rows and {generators} generators; expected one generator"
+        " a row (one a sequence sampled)."
     )
 
 
@@ -303,7 +304,7 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> l
 
     Raises:
         AdaptiveRAGError: A row is not a distribution (NaN or infinite entries, or all
-            zero): the model's logits were not finite.
+            zero): the model's logits were not finite; or ``generators`` is not one a row.
     """
     drawn, ok, _ = draw_rows(probs, generators)
     if not all(ok):
@@ -320,10 +321,10 @@ def draw_rows(
 
     With ``logp`` (rows like ``probs``), also each drawn token's log-probability under it;
     tokens, flags and log-probabilities come back in one read-back.
+
+    Raises:
+        AdaptiveRAGError: ``generators`` is not one a row of ``probs``.
     """
-    if probs.shape[0] != len(generators):
-        msg = f"draw_tokens got {probs.shape[0]} rows and {len(generators)} generators."
-        raise AdaptiveRAGError(msg)
     # the first maximum, as argmax gives it
     best, tokens = race_values(probs, generators).max(dim=-1)
     valid = torch.isfinite(best) & (best > 0)  # NaN or inf in the row, or all zero: not
