@@ -38,6 +38,7 @@ import torch.utils.mkldnn
 from torch import nn
 from torch._inductor import config as inductor_config
 from transformers import AutoModelForCausalLM
+from weight_major_step import row_counts
 
 from langchain_adaptive_rag.engine.weight_major import padded_rows
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
@@ -100,18 +101,6 @@ def floors_ms(weight: torch.Tensor, repeats: int) -> tuple[float, float]:
     square = torch.randn(2048, 2048)
     rate = 2048**3 / median_ms(lambda: square @ square, repeats)
     return read, rate
-
-
-def row_counts(text: str) -> tuple[int, ...]:
-    """``--rows``: positive counts, comma-separated, the first of them 1 (the baseline)."""
-    try:
-        counts = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        counts = ()
-    if not counts or counts[0] != 1 or min(counts) < 1:
-        msg = f"--rows got {text!r}; expected positive counts starting at 1, e.g. 1,2,8"
-        raise argparse.ArgumentTypeError(msg)
-    return counts
 
 
 def main() -> None:
