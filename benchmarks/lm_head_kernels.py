@@ -7,8 +7,8 @@ the arithmetic grows with ``r``. This times that product (the model's real weigh
 float32, median of ``--repeats`` calls) five ways:
 
 - ``nn.Linear``: ``x @ W.T`` (one row as a matrix-vector product);
-- weight-first: ``(W @ x.T).T``, one row fed as two (``padded_rows``), as the
-  decoding loop runs it (``engine/weight_major.py``);
+- weight-first: ``(W @ x.T).T``, one row fed as two, as the decoding loop runs it
+  (``weight_major_linear``);
 - MKL packed: the weights packed once for the row count (``torch.ops.mkl._mkl_linear``);
 - oneDNN: the layer converted by ``torch.utils.mkldnn.to_mkldnn``;
 - Inductor: ``torch.compile`` with maximum autotuning over its C++ micro-kernels and
@@ -40,7 +40,7 @@ from torch._inductor import config as inductor_config
 from transformers import AutoModelForCausalLM
 from weight_major_step import row_counts
 
-from langchain_adaptive_rag.engine.weight_major import padded_rows
+from langchain_adaptive_rag.engine.weight_major import weight_major_linear
 from langchain_adaptive_rag.pretrained import get_gemma_3_270m
 
 ROW_COUNTS = (1, 2, 4, 8, 16)
@@ -57,19 +57,6 @@ def median_ms(call: Callable[[], Any], repeats: int) -> float:
         call()
         times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times)
-
-
-def weight_first(weight: torch.Tensor) -> Product:
-    """``(W @ x.T).T`` on the loop's padded rows."""
-
-    def product(x: torch.Tensor) -> torch.Tensor:
-        rows = x.shape[0]
-        width = padded_rows(rows)
-        if width > rows:
-            x = torch.cat([x, x.new_zeros(width - rows, x.shape[1])])
-        return torch.mm(weight, x.T)[:, :rows].T
-
-    return product
 
 
 def mkl_packed(weight: torch.Tensor, rows: int) -> Product:
@@ -132,7 +119,7 @@ def main() -> None:
             exact = (x.double() @ weight.double().T).float()
             products: dict[str, Product] = {
                 "nn.Linear": layer,
-                "weight-first": weight_first(weight),
+                "weight-first": lambda x: weight_major_linear(layer, x),
                 "MKL packed": mkl_packed(weight, rows),
                 "oneDNN": one_dnn(layer),
             }
